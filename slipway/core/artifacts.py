@@ -80,6 +80,7 @@ def staged_output(final_path: str | os.PathLike) -> Iterator[Path]:
     final = Path(final_path)
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
+    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes it private; the artifact should not be
     try:
         yield staging
     except BaseException:
@@ -91,6 +92,12 @@ def staged_output(final_path: str | os.PathLike) -> Iterator[Path]:
     elif final.exists():
         final.unlink()
     os.replace(staging, final)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _remove_empty(path: Path) -> None:

@@ -1,0 +1,159 @@
+"""Ingest on real files: layouts, types, missing values, deterministic splits, and every bad input."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from slipway.components.ingest import executor
+from slipway.core.artifacts import examples_meta, split_files
+from slipway.core.errors import SlipwayError
+
+HEADER = "id,age,income,city,label\n"
+
+
+def rows_csv(n: int, start: int = 0) -> str:
+    lines = []
+    for i in range(start, start + n):
+        income = "" if i % 7 == 0 else f"{1000 + i * 3.5}"
+        city = ["paris", "oslo", "lima"][i % 3]
+        lines.append(f"{i},{20 + i % 50},{income},{city},{'yes' if i % 4 == 0 else 'no'}\n")
+    return "".join(lines)
+
+
+def read_examples(root: Path, split: str):
+    import tensorflow as tf
+
+    records = tf.data.TFRecordDataset(split_files(root, split), compression_type="GZIP")
+    return [tf.train.Example.FromString(r.numpy()) for r in records]
+
+
+@pytest.fixture
+def csv_file(tmp_path: Path) -> Path:
+    path = tmp_path / "data.csv"
+    path.write_text(HEADER + rows_csv(300))
+    return path
+
+
+def test_csv_to_tfrecord_splits_with_types_and_missing_values(csv_file: Path, tmp_path: Path):
+    out = tmp_path / "examples"
+    meta = executor.run(str(csv_file), str(out), label="label", key="id")
+    assert set(meta["splits"]) == {"train", "eval"}
+    assert sum(meta["splits"].values()) == 300
+    assert 150 < meta["splits"]["train"] < 250  # 2:1 by hash, not exact
+    assert meta["label_classes"] == ["no", "yes"]
+    assert meta["columns"] == {"id": "int", "age": "int", "income": "float", "city": "string", "label": "int"}
+    assert examples_meta(out) == meta
+    examples = read_examples(out, "train") + read_examples(out, "eval")
+    assert len(examples) == 300
+    by_id = {e.features.feature["id"].int64_list.value[0]: e.features.feature for e in examples}
+    assert "income" not in by_id[7]  # missing stays missing, never a silent 0
+    assert by_id[8]["income"].float_list.value[0] == pytest.approx(1028.0)
+    assert by_id[8]["city"].bytes_list.value[0] == b"lima"
+    assert by_id[8]["label"].int64_list.value[0] == 1  # 'yes' is class 1 of ['no', 'yes']
+    for shard in (out / "Split-train").iterdir():
+        with gzip.open(shard) as f:  # really gzip
+            assert f.read(1)
+
+
+def test_split_is_deterministic_and_follows_the_key(csv_file: Path, tmp_path: Path):
+    first = executor.run(str(csv_file), str(tmp_path / "a"), label="label", key="id")
+    second = executor.run(str(csv_file), str(tmp_path / "b"), label="label", key="id")
+    assert first["splits"] == second["splits"]
+    ids_a = sorted(e.features.feature["id"].int64_list.value[0] for e in read_examples(tmp_path / "a", "eval"))
+    ids_b = sorted(e.features.feature["id"].int64_list.value[0] for e in read_examples(tmp_path / "b", "eval"))
+    assert ids_a == ids_b
+    # appending rows never moves existing rows between splits (hash of the key, not row position)
+    csv_file.write_text(HEADER + rows_csv(300) + rows_csv(100, start=300))
+    executor.run(str(csv_file), str(tmp_path / "c"), label="label", key="id")
+    ids_c = {e.features.feature["id"].int64_list.value[0] for e in read_examples(tmp_path / "c", "eval")}
+    assert set(ids_a) <= ids_c
+
+
+def test_three_splits_and_sharding(csv_file: Path, tmp_path: Path):
+    meta = executor.run(str(csv_file), str(tmp_path / "o"), label="label", splits="train:3,eval:1,test:1",
+                        rows_per_shard=50)
+    assert set(meta["splits"]) == {"train", "eval", "test"}
+    assert len(split_files(tmp_path / "o", "train")) == meta["shards"]["train"] > 1
+    assert sum(len(read_examples(tmp_path / "o", s)) for s in meta["splits"]) == 300
+
+
+def test_folder_of_csv_and_parquet(tmp_path: Path):
+    import pandas as pd
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.csv").write_text(HEADER + rows_csv(100))
+    frame = pd.read_csv(folder / "a.csv")
+    frame["id"] += 1000
+    frame.to_parquet(folder / "b.parquet")
+    meta = executor.run(str(folder), str(tmp_path / "o"), label="label")
+    assert meta["rows_read"] == 200
+    assert len(meta["sources"]) == 2 and all(len(s["sha256"]) == 64 for s in meta["sources"])
+    assert meta["columns"]["income"] == "float"
+
+
+def test_rows_without_label_are_dropped_and_counted(tmp_path: Path):
+    path = tmp_path / "d.csv"
+    path.write_text(HEADER + rows_csv(60) + "999,30,5.0,oslo,\n")
+    meta = executor.run(str(path), str(tmp_path / "o"), label="label")
+    assert meta["rows_missing_label"] == 1
+    assert sum(meta["splits"].values()) == 60
+
+
+BAD_INPUTS = {
+    "wrong column count": (HEADER + rows_csv(5) + "1,2,3\n" + rows_csv(5), "line 7 has 3 columns, expected 5"),
+    "empty file": ("", "is empty"),
+    "header only": (HEADER, "has a header but no data rows"),
+    "label missing": ("id,age\n1,2\n3,4\n", "label column 'label' not found"),
+    "single class": ("id,label\n1,a\n2,a\n3,a\n", "label column 'label' has a single class 'a'"),
+    "split ends up empty": ("id,label\n1,a\n1,b\n1,a\n", "split 'eval' is empty"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_csv_inputs_fail_with_one_line_and_leave_nothing(case: str, tmp_path: Path):
+    content, expected = BAD_INPUTS[case]
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+    out = tmp_path / "examples"
+    with pytest.raises(SlipwayError) as info:
+        executor.run(str(path), str(out), label="label", key="id" if "id" in content.split("\n")[0] else "")
+    message = str(info.value)
+    assert expected in message
+    assert "bad.csv" in message
+    assert "\n" not in message
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".examples")]  # no staging left
+
+
+def test_non_utf8_bytes_name_the_line(tmp_path: Path):
+    path = tmp_path / "latin.csv"
+    path.write_bytes((HEADER + rows_csv(3)).encode() + "4,20,1.0,S\xe3o Paulo,no\n".encode("latin-1"))
+    with pytest.raises(SlipwayError, match=r"latin.csv: line 5 is not valid UTF-8"):
+        executor.run(str(path), str(tmp_path / "o"), label="label")
+
+
+def test_unknown_extension(tmp_path: Path):
+    path = tmp_path / "data.xlsx"
+    path.write_text("x")
+    with pytest.raises(SlipwayError, match=r"data.xlsx: unknown extension '.xlsx'"):
+        executor.run(str(path), str(tmp_path / "o"), label="label")
+
+
+def test_missing_path_and_bad_split_spec(tmp_path: Path, csv_file: Path):
+    with pytest.raises(SlipwayError, match="no such file or folder"):
+        executor.run(str(tmp_path / "nope.csv"), str(tmp_path / "o"), label="label")
+    with pytest.raises(SlipwayError, match="train and eval are required"):
+        executor.run(str(csv_file), str(tmp_path / "o"), label="label", splits="train:1")
+
+
+def test_failure_keeps_an_earlier_valid_output_untouched(csv_file: Path, tmp_path: Path):
+    out = tmp_path / "examples"
+    executor.run(str(csv_file), str(out), label="label")
+    before = examples_meta(out)
+    with pytest.raises(SlipwayError):
+        executor.run(str(csv_file), str(out), label="missing_label")
+    assert examples_meta(out) == before

@@ -1,0 +1,328 @@
+"""Lineage behind one small interface: ML Metadata on SQLite locally, an MLMD gRPC server on a cluster, or none.
+
+Pick the store with a URI (the SLIPWAY_LINEAGE environment variable for components):
+  sqlite:///abs/path/metadata.sqlite   MLMD on a local SQLite file (the default for `slipway run`)
+  grpc://host:port                     an MLMD gRPC server (e.g. the one Kubeflow Pipelines deploys)
+  none                                 record nothing
+Artifacts are identified by URI (and, for raw files, content hash), so an output recorded by one step is the
+same MLMD artifact when the next step records it as an input: that is what makes the chain traceable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+PIPELINE_RUN = "slipway.PipelineRun"
+PIPELINE = "slipway.Pipeline"
+ENV_STORE = "SLIPWAY_LINEAGE"
+ENV_RUN_ID = "SLIPWAY_RUN_ID"
+ENV_PIPELINE = "SLIPWAY_PIPELINE"
+
+
+@dataclass
+class ArtifactRecord:
+    name: str  # the input/output name on the step, e.g. "examples"
+    type_name: str  # e.g. "Examples", "Model", "RawData"
+    uri: str
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StepRecord:
+    component: str
+    run_id: str
+    pipeline: str
+    state: str  # "COMPLETE" or "FAILED"
+    started: float
+    finished: float
+    params: dict[str, Any] = field(default_factory=dict)
+    inputs: list[ArtifactRecord] = field(default_factory=list)
+    outputs: list[ArtifactRecord] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class LineageNode:
+    """One artifact in an upstream chain, with the execution that produced it (None for raw inputs)."""
+
+    artifact: ArtifactRecord
+    produced_by: str | None
+    execution_id: int | None
+    depth: int
+
+
+class LineageStore(Protocol):
+    location: str
+
+    def record_step(self, record: StepRecord) -> None: ...
+
+    def run_steps(self, run_id: str) -> list[StepRecord]: ...
+
+    def trace(self, uri: str) -> list[LineageNode]: ...
+
+    def latest_blessed_model(self, pipeline: str) -> str | None: ...
+
+
+class NoLineage:
+    location = "none"
+
+    def record_step(self, record: StepRecord) -> None:
+        return None
+
+    def run_steps(self, run_id: str) -> list[StepRecord]:
+        return []
+
+    def trace(self, uri: str) -> list[LineageNode]:
+        return []
+
+    def latest_blessed_model(self, pipeline: str) -> str | None:
+        return None
+
+
+def open_store(uri: str | None = None) -> LineageStore:
+    uri = uri if uri is not None else os.environ.get(ENV_STORE, "none")
+    if uri in ("", "none"):
+        return NoLineage()
+    if uri.startswith("sqlite://"):
+        return MlmdLineage(uri, _sqlite_config(uri.removeprefix("sqlite://")))
+    if uri.startswith("grpc://"):
+        return MlmdLineage(uri, _grpc_config(uri.removeprefix("grpc://")))
+    from slipway.core.errors import SlipwayError
+
+    raise SlipwayError(f"lineage store {uri!r}: expected sqlite:///path, grpc://host:port or none")
+
+
+def sqlite_uri(path: str | os.PathLike) -> str:
+    return "sqlite://" + str(Path(path).resolve())
+
+
+def _sqlite_config(path: str):
+    from ml_metadata.proto import metadata_store_pb2
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    config = metadata_store_pb2.ConnectionConfig()
+    config.sqlite.filename_uri = path
+    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
+    return config
+
+
+def _grpc_config(address: str):
+    from ml_metadata.proto import metadata_store_pb2
+
+    host, _, port = address.partition(":")
+    config = metadata_store_pb2.MetadataStoreClientConfig(host=host, port=int(port or 8080))
+    return config
+
+
+class MlmdLineage:
+    """LineageStore on ML Metadata."""
+
+    def __init__(self, location: str, config) -> None:
+        from ml_metadata.metadata_store import metadata_store
+
+        self.location = location
+        self._store = metadata_store.MetadataStore(config)
+        self._type_ids: dict[tuple[str, str], int] = {}
+
+    # -- types -------------------------------------------------------------------------------------------
+    def _type_id(self, kind: str, name: str) -> int:
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        key = (kind, name)
+        if key not in self._type_ids:
+            if kind == "artifact":
+                self._type_ids[key] = self._store.put_artifact_type(pb.ArtifactType(name=name))
+            elif kind == "execution":
+                self._type_ids[key] = self._store.put_execution_type(pb.ExecutionType(name=name))
+            else:
+                self._type_ids[key] = self._store.put_context_type(pb.ContextType(name=name))
+        return self._type_ids[key]
+
+    # -- writing -----------------------------------------------------------------------------------------
+    def record_step(self, record: StepRecord) -> None:
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        execution = pb.Execution(type_id=self._type_id("execution", f"slipway.{record.component}"))
+        execution.last_known_state = pb.Execution.COMPLETE if record.state == "COMPLETE" else pb.Execution.FAILED
+        execution.name = f"{record.run_id}.{record.component}"
+        _set_properties(
+            execution.custom_properties,
+            {
+                "component": record.component,
+                "state": record.state,
+                "started": record.started,
+                "finished": record.finished,
+                "seconds": round(record.finished - record.started, 3),
+                "params": json.dumps(record.params, sort_keys=True, default=str),
+                "error": record.error,
+                "slipway_version": _version(),
+            },
+        )
+        pairs = []
+        for artifacts, event_type in ((record.inputs, pb.Event.INPUT), (record.outputs, pb.Event.OUTPUT)):
+            for art in artifacts:
+                event = pb.Event(type=event_type)
+                step = event.path.steps.add()
+                step.key = art.name
+                pairs.append((self._artifact_for(art, reuse=event_type == pb.Event.INPUT), event))
+        contexts = [self._context(PIPELINE_RUN, record.run_id), self._context(PIPELINE, record.pipeline)]
+        self._store.put_execution(execution, pairs, contexts, reuse_context_if_already_exist=True)
+
+    def _artifact_for(self, art: ArtifactRecord, reuse: bool):
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        if reuse:
+            existing = self._find_artifact(art)
+            if existing is not None:
+                return existing
+        artifact = pb.Artifact(type_id=self._type_id("artifact", art.type_name), uri=art.uri)
+        artifact.state = pb.Artifact.LIVE
+        _set_properties(artifact.custom_properties, art.properties)
+        return artifact
+
+    def _find_artifact(self, art: ArtifactRecord):
+        candidates = self._store.get_artifacts_by_uri(art.uri)
+        wanted_hash = art.properties.get("sha256")
+        for candidate in sorted(candidates, key=lambda a: a.id, reverse=True):
+            if wanted_hash is None or _prop(candidate.custom_properties.get("sha256")) == wanted_hash:
+                return candidate
+        return None
+
+    def _context(self, type_name: str, name: str):
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        existing = self._store.get_context_by_type_and_name(type_name, name)
+        if existing is not None:
+            return existing
+        return pb.Context(type_id=self._type_id("context", type_name), name=name)
+
+    # -- reading -----------------------------------------------------------------------------------------
+    def run_steps(self, run_id: str) -> list[StepRecord]:
+        context = self._store.get_context_by_type_and_name(PIPELINE_RUN, run_id)
+        if context is None:
+            return []
+        executions = sorted(self._store.get_executions_by_context(context.id), key=lambda e: e.id)
+        return [self._step_record(execution, run_id) for execution in executions]
+
+    def _step_record(self, execution, run_id: str) -> StepRecord:
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        props = {k: _prop(v) for k, v in execution.custom_properties.items()}
+        record = StepRecord(
+            component=props.get("component", ""),
+            run_id=run_id,
+            pipeline="",
+            state=props.get("state", ""),
+            started=props.get("started", 0.0),
+            finished=props.get("finished", 0.0),
+            params=json.loads(props.get("params") or "{}"),
+            error=props.get("error", ""),
+        )
+        events = self._store.get_events_by_execution_ids([execution.id])
+        artifacts = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in events])}
+        for event in events:
+            art = self._artifact_record(artifacts[event.artifact_id], event.path.steps[0].key if event.path.steps else "")
+            (record.outputs if event.type == pb.Event.OUTPUT else record.inputs).append(art)
+        return record
+
+    def _artifact_record(self, artifact, name: str) -> ArtifactRecord:
+        type_name = self._store.get_artifact_types_by_id([artifact.type_id])[0].name
+        props = {k: _prop(v) for k, v in artifact.custom_properties.items()}
+        return ArtifactRecord(name=name, type_name=type_name, uri=artifact.uri, properties=props)
+
+    def trace(self, uri: str) -> list[LineageNode]:
+        """The artifact at `uri` and everything upstream of it, depth first, down to raw files."""
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        start = sorted(self._store.get_artifacts_by_uri(uri), key=lambda a: a.id)
+        if not start:
+            return []
+        nodes: list[LineageNode] = []
+        seen: set[int] = set()
+
+        def visit(artifact, name: str, depth: int) -> None:
+            producers = [
+                e for e in self._store.get_events_by_artifact_ids([artifact.id]) if e.type == pb.Event.OUTPUT
+            ]
+            execution = self._store.get_executions_by_id([producers[-1].execution_id])[0] if producers else None
+            component = _prop(execution.custom_properties.get("component")) if execution else None
+            nodes.append(LineageNode(self._artifact_record(artifact, name), component, execution and execution.id, depth))
+            if execution is None or artifact.id in seen:
+                return
+            seen.add(artifact.id)
+            inputs = [e for e in self._store.get_events_by_execution_ids([execution.id]) if e.type == pb.Event.INPUT]
+            upstream = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in inputs])}
+            for event in inputs:
+                key = event.path.steps[0].key if event.path.steps else ""
+                visit(upstream[event.artifact_id], key, depth + 1)
+
+        visit(start[-1], "", 0)
+        return nodes
+
+    def latest_blessed_model(self, pipeline: str) -> str | None:
+        """URI of the newest model whose evaluation wrote a BLESSED blessing in this pipeline's runs."""
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        context = self._store.get_context_by_type_and_name(PIPELINE, pipeline)
+        if context is None:
+            return None
+        blessings = [
+            a
+            for a in self._store.get_artifacts_by_context(context.id)
+            if _prop(a.custom_properties.get("blessed")) in (True, 1, "true", "True")
+        ]
+        for blessing in sorted(blessings, key=lambda a: a.id, reverse=True):
+            producers = [
+                e for e in self._store.get_events_by_artifact_ids([blessing.id]) if e.type == pb.Event.OUTPUT
+            ]
+            for producer in producers:
+                events = self._store.get_events_by_execution_ids([producer.execution_id])
+                models = [e for e in events if e.type == pb.Event.INPUT and e.path.steps and e.path.steps[0].key == "model"]
+                for model_event in models:
+                    model = self._store.get_artifacts_by_id([model_event.artifact_id])[0]
+                    if Path(model.uri).exists() or "://" in model.uri:
+                        return model.uri
+        return None
+
+
+def _set_properties(target, values: dict[str, Any]) -> None:
+    for key, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            target[key].string_value = "true" if value else "false"
+        elif isinstance(value, int):
+            target[key].int_value = value
+        elif isinstance(value, float):
+            target[key].double_value = value
+        elif isinstance(value, str):
+            target[key].string_value = value
+        else:
+            target[key].string_value = json.dumps(value, sort_keys=True, default=str)
+
+
+def _prop(value):
+    if value is None:
+        return None
+    kind = value.WhichOneof("value")
+    raw = getattr(value, kind) if kind else None
+    if raw == "true":
+        return True
+    if raw == "false":
+        return False
+    return raw
+
+
+def _version() -> str:
+    from slipway import __version__
+
+    return __version__
+
+
+def now() -> float:
+    return time.time()

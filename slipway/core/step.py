@@ -1,0 +1,97 @@
+"""What every component body does around its executor: time it, record lineage, report errors in one line.
+
+Component bodies (in components/*/component.py) stay thin:
+
+    with Step("ingest", params) as step:
+        meta = executor.run(...)
+        step.output("examples", "Examples", examples, meta)
+
+Artifacts are duck-typed (anything with .uri, .path and .metadata, as KFP artifacts have) so this module
+does not import kfp.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+from slipway.core import lineage
+from slipway.core.artifacts import sha256_file
+from slipway.core.errors import SlipwayError
+
+# Metadata values KFP can show; anything else is stored as JSON text.
+_SCALARS = (str, int, float, bool)
+
+
+class Step:
+    def __init__(self, component: str, params: dict[str, Any] | None = None) -> None:
+        self.component = component
+        self.params = dict(params or {})
+        self.inputs: list[lineage.ArtifactRecord] = []
+        self.outputs: list[lineage.ArtifactRecord] = []
+        self.started = 0.0
+
+    # -- declaring artifacts -----------------------------------------------------------------------------
+    def input(self, name: str, type_name: str, artifact: Any) -> None:
+        self.inputs.append(lineage.ArtifactRecord(name, type_name, _uri(artifact), _kfp_metadata(artifact)))
+
+    def input_file(self, name: str, type_name: str, path: str, sha256: str | None = None) -> None:
+        digest = sha256 or sha256_file(path)
+        self.inputs.append(lineage.ArtifactRecord(name, type_name, os.path.abspath(path), {"sha256": digest}))
+
+    def output(self, name: str, type_name: str, artifact: Any, metadata: dict[str, Any] | None = None) -> None:
+        """Record an output and copy its metadata onto the KFP artifact, so the KFP UI shows it too."""
+        metadata = dict(metadata or {})
+        if hasattr(artifact, "metadata"):
+            artifact.metadata.update({k: _kfp_value(v) for k, v in metadata.items() if v is not None})
+        self.outputs.append(lineage.ArtifactRecord(name, type_name, _uri(artifact), metadata))
+
+    # -- the context -------------------------------------------------------------------------------------
+    def __enter__(self) -> Step:
+        self.started = time.time()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        finished = time.time()
+        error = "" if exc is None else _one_line(exc)
+        record = lineage.StepRecord(
+            component=self.component,
+            run_id=os.environ.get(lineage.ENV_RUN_ID, "manual"),
+            pipeline=os.environ.get(lineage.ENV_PIPELINE, "slipway"),
+            state="COMPLETE" if exc is None else "FAILED",
+            started=self.started,
+            finished=finished,
+            params=self.params,
+            inputs=self.inputs,
+            outputs=self.outputs if exc is None else [],
+            error=error,
+        )
+        lineage.open_store().record_step(record)
+        if exc is not None:
+            print(f"slipway {self.component} failed: {error}", file=sys.stderr, flush=True)
+        else:
+            print(f"slipway {self.component} done in {finished - self.started:.2f} s", file=sys.stderr, flush=True)
+        return False
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) if isinstance(exc, SlipwayError) else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())[:2000]
+
+
+def _uri(artifact: Any) -> str:
+    return artifact if isinstance(artifact, str) else str(artifact.uri)
+
+
+def _kfp_metadata(artifact: Any) -> dict[str, Any]:
+    return dict(getattr(artifact, "metadata", {}) or {})
+
+
+def _kfp_value(value: Any) -> Any:
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, dict | list):
+        return value
+    return str(value)

@@ -1,0 +1,107 @@
+"""Run a pipeline on this machine through kfp.local and write <workdir>/summary.json from the lineage store."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from slipway.core import lineage
+from slipway.core.artifacts import atomic_write_text
+
+STEP_ORDER = ("ingest", "validate", "transform", "train", "evaluate")
+
+
+def new_run_id(pipeline: str) -> str:
+    return f"{pipeline}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def prepare_environment(workdir: Path, lineage_uri: str, run_id: str, pipeline: str) -> None:
+    """Environment the component processes inherit: lineage store, run context, scratch space, our python."""
+    scratch = workdir / "tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    os.environ[lineage.ENV_STORE] = lineage_uri
+    os.environ[lineage.ENV_RUN_ID] = run_id
+    os.environ[lineage.ENV_PIPELINE] = pipeline
+    os.environ["TMPDIR"] = str(scratch)
+    # kfp.local starts each task with `python3 -m kfp.dsl.executor_main`: make that our environment's python.
+    bin_dir = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+
+
+def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLike, lineage_uri: str = "") -> dict:
+    """Run `pipeline_func(**arguments)` with kfp.local; return (and write) the run summary."""
+    import kfp.local
+
+    root = Path(workdir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    pipeline = pipeline_func.name
+    run_id = new_run_id(pipeline)
+    lineage_uri = lineage_uri or lineage.sqlite_uri(root / "metadata.sqlite")
+    prepare_environment(root, lineage_uri, run_id, pipeline)
+    kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(root / "artifacts"))
+    started = time.time()
+    failure = ""
+    try:
+        pipeline_func(**arguments)
+    except Exception as exc:  # kfp.local raises RuntimeError for a failed task; the step's own error is in lineage
+        failure = " ".join(str(exc).split())[:500]
+    wall = time.time() - started
+    summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments)
+    atomic_write_text(root / "summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    return summary
+
+
+def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, arguments: dict) -> dict:
+    recorded = {record.component: record for record in store.run_steps(run_id)}
+    steps: dict[str, dict] = {}
+    for name in list(STEP_ORDER) + [n for n in recorded if n not in STEP_ORDER]:
+        record = recorded.get(name)
+        if record is None:
+            if name in STEP_ORDER:
+                steps[name] = {"status": "not_run"}
+            continue
+        steps[name] = {
+            "status": "succeeded" if record.state == "COMPLETE" else "failed",
+            "seconds": round(record.finished - record.started, 3),
+            "outputs": {art.name: art.uri for art in record.outputs},
+        }
+        if record.error:
+            steps[name]["error"] = record.error
+    evaluation = _output_properties(recorded.get("evaluate"), "evaluation")
+    metrics = evaluation.get("metrics") or {}
+    if isinstance(metrics, str):
+        metrics = json.loads(metrics)
+    errors = [f"{name}: {step['error']}" for name, step in steps.items() if step.get("error")]
+    succeeded = all(step["status"] == "succeeded" for step in steps.values()) and not failure
+    step_seconds = sum(step.get("seconds", 0.0) for step in steps.values())
+    return {
+        "run_id": run_id,
+        "pipeline": pipeline,
+        "status": "succeeded" if succeeded else "failed",
+        "error": errors[0] if errors else (failure or None),
+        "wall_seconds": round(wall, 3),
+        "steps_seconds": round(step_seconds, 3),
+        "outside_steps_share": round(max(0.0, wall - step_seconds) / wall, 4) if wall else None,
+        "steps": steps,
+        "metrics": metrics,
+        "blessed": bool(evaluation.get("blessed")) if evaluation else False,
+        "blessing_message": evaluation.get("message"),
+        "model": steps.get("train", {}).get("outputs", {}).get("model"),
+        "lineage_store": store.location,
+        "arguments": arguments,
+    }
+
+
+def _output_properties(record, name: str) -> dict:
+    if record is None:
+        return {}
+    for art in record.outputs:
+        if art.name == name:
+            return dict(art.properties)
+    return {}
