@@ -7,10 +7,23 @@ components/<name>/component.yaml for kfp.components.load_component_from_file. (T
 as in Google Cloud Pipeline Components, because slipway.components.<name> is the component's package.)
 """
 
-from slipway.components.evaluate.component import evaluate as EvaluateOp
-from slipway.components.ingest.component import ingest as IngestOp
-from slipway.components.train.component import train as TrainOp
-from slipway.components.transform.component import transform as TransformOp
-from slipway.components.validate.component import validate as ValidateOp
+import importlib
 
-__all__ = ["IngestOp", "ValidateOp", "TransformOp", "TrainOp", "EvaluateOp"]
+# Lazy (PEP 562): inside a running component, KFP sets KFP_RUNTIME and kfp.dsl has no `component` decorator, so
+# importing an executor (slipway.components.<name>.executor) must not import every component.py.
+_EXPORTS = {
+    "IngestOp": ("ingest", "ingest"),
+    "ValidateOp": ("validate", "validate"),
+    "TransformOp": ("transform", "transform"),
+    "TrainOp": ("train", "train"),
+    "EvaluateOp": ("evaluate", "evaluate"),
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    package, function = _EXPORTS[name]
+    return getattr(importlib.import_module(f"{__name__}.{package}.component"), function)

@@ -46,7 +46,7 @@ def _add_run(commands) -> None:
     run.add_argument("--hparams", default="{}", help="JSON hyper-parameters over the module's defaults")
     run.add_argument("--eval-settings", default="", help="JSON slices/thresholds (default: module eval_settings())")
     run.add_argument("--baseline", default="auto",
-                     help="baseline model for change thresholds: auto (latest blessed in this workdir), none, or a path")
+                     help="baseline for change thresholds: auto (latest blessed in this workdir), none, or a path")
     run.add_argument("--lineage", default="", help="lineage store URI (default: sqlite in the workdir)")
 
 
@@ -59,6 +59,7 @@ def _run(args) -> int:
     if args.data is None:
         data, label = taxi.taxi_csv(), args.label or taxi.LABEL
         module = Path(args.module) if args.module else taxi.taxi_module()
+        args.schema = args.schema or str(taxi.taxi_schema())
     else:
         if not args.label or not args.module:
             raise SlipwayError("run: --data needs --label and --module")

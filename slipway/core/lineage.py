@@ -226,7 +226,7 @@ class MlmdLineage:
         events = self._store.get_events_by_execution_ids([execution.id])
         artifacts = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in events])}
         for event in events:
-            art = self._artifact_record(artifacts[event.artifact_id], event.path.steps[0].key if event.path.steps else "")
+            art = self._artifact_record(artifacts[event.artifact_id], _event_key(event))
             (record.outputs if event.type == pb.Event.OUTPUT else record.inputs).append(art)
         return record
 
@@ -251,14 +251,16 @@ class MlmdLineage:
             ]
             execution = self._store.get_executions_by_id([producers[-1].execution_id])[0] if producers else None
             component = _prop(execution.custom_properties.get("component")) if execution else None
-            nodes.append(LineageNode(self._artifact_record(artifact, name), component, execution and execution.id, depth))
+            record = self._artifact_record(artifact, name)
+            nodes.append(LineageNode(record, component, execution.id if execution else None, depth))
             if execution is None or artifact.id in seen:
                 return
             seen.add(artifact.id)
-            inputs = [e for e in self._store.get_events_by_execution_ids([execution.id]) if e.type == pb.Event.INPUT]
+            events = self._store.get_events_by_execution_ids([execution.id])
+            inputs = [e for e in events if e.type == pb.Event.INPUT]
             upstream = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in inputs])}
             for event in inputs:
-                key = event.path.steps[0].key if event.path.steps else ""
+                key = _event_key(event)
                 visit(upstream[event.artifact_id], key, depth + 1)
 
         visit(start[-1], "", 0)
@@ -282,12 +284,16 @@ class MlmdLineage:
             ]
             for producer in producers:
                 events = self._store.get_events_by_execution_ids([producer.execution_id])
-                models = [e for e in events if e.type == pb.Event.INPUT and e.path.steps and e.path.steps[0].key == "model"]
+                models = [e for e in events if e.type == pb.Event.INPUT and _event_key(e) == "model"]
                 for model_event in models:
                     model = self._store.get_artifacts_by_id([model_event.artifact_id])[0]
                     if Path(model.uri).exists() or "://" in model.uri:
                         return model.uri
         return None
+
+
+def _event_key(event) -> str:
+    return event.path.steps[0].key if event.path.steps else ""
 
 
 def _set_properties(target, values: dict[str, Any]) -> None:

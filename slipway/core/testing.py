@@ -16,7 +16,7 @@ def example_from_row(row: Mapping[str, object]):
     for name, value in row.items():
         if value is None:
             continue  # missing stays missing
-        if isinstance(value, bool) or isinstance(value, int):
+        if isinstance(value, bool | int):
             feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
         elif isinstance(value, float):
             feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))

@@ -53,3 +53,8 @@ def taxi_module() -> Path:
     from slipway.pipelines import modules
 
     return Path(modules.__file__).parent / "taxi.py"
+
+
+def taxi_schema() -> Path:
+    """The curated schema for the taxi sample (inference alone flags rare cab companies in eval)."""
+    return taxi_module().with_name("taxi_schema.pbtxt")

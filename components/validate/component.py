@@ -1,0 +1,67 @@
+"""KFP interface of validate: a thin lightweight component; the work is in executor.py."""
+
+from kfp import dsl
+from kfp.dsl import HTML, Artifact, Dataset, Input, Markdown, Output
+
+from slipway.core.images import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def validate(
+    examples: Input[Dataset],
+    statistics: Output[Artifact],
+    schema: Output[Artifact],
+    anomalies: Output[Artifact],
+    report: Output[HTML],
+    summary: Output[Markdown],
+    schema_file: str = "",
+    allow_anomalies: bool = False,
+    skew_thresholds: str = "{}",
+    drift_thresholds: str = "{}",
+    default_drift_threshold: float = -1.0,
+):
+    """TFDV statistics per split, a schema (inferred, or schema_file), anomalies, train/eval skew and drift.
+
+    Fails the step with a readable list of anomalies unless allow_anomalies is true. Thresholds are JSON
+    objects {feature: threshold} (L-infinity for categorical, Jensen-Shannon divergence for numeric);
+    default_drift_threshold < 0 means no drift check for unlisted features.
+    """
+    import contextlib
+    import json
+    import shutil
+
+    from slipway.components.validate import executor
+    from slipway.core.step import Step
+
+    params = {
+        "schema_file": schema_file,
+        "allow_anomalies": allow_anomalies,
+        "skew_thresholds": skew_thresholds,
+        "drift_thresholds": drift_thresholds,
+        "default_drift_threshold": default_drift_threshold,
+    }
+    with Step("validate", params) as step:
+        step.input("examples", "Examples", examples)
+        if schema_file:
+            step.input_file("schema_file", "UserSchema", schema_file)
+        try:
+            meta = executor.run(
+                examples.path,
+                statistics.path,
+                schema.path,
+                anomalies.path,
+                schema_file=schema_file,
+                allow_anomalies=allow_anomalies,
+                skew_thresholds=json.loads(skew_thresholds or "{}"),
+                drift_thresholds=json.loads(drift_thresholds or "{}"),
+                default_drift_threshold=None if default_drift_threshold < 0 else default_drift_threshold,
+            )
+        finally:
+            # The report is worth reading even when validation fails the step.
+            for name, target in (("report.html", report.path), ("report.md", summary.path)):
+                with contextlib.suppress(FileNotFoundError):
+                    shutil.copyfile(f"{anomalies.path}/{name}", target)
+        step.output("statistics", "ExampleStatistics", statistics, {"splits": meta.get("splits")})
+        step.output("schema", "Schema", schema, {"source": meta.get("schema_source")})
+        step.output("anomalies", "ExampleAnomalies", anomalies, meta)
+        step.output("report", "HTML", report)

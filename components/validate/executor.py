@@ -1,0 +1,496 @@
+"""Validate: TFDV statistics per split, a schema (inferred or the user's), anomalies, skew and drift, a report.
+
+Plain Python (no kfp import) so it is tested directly; the KFP component wraps `run`.
+
+Outputs follow TFX's layouts: `<statistics>/Split-<split>/FeatureStats.pb` (binary DatasetFeatureStatisticsList,
+as StatisticsGen writes it) and `<schema>/schema.pbtxt` (as SchemaGen writes it). Every output folder is written
+to a temporary sibling and renamed when complete. When anomalies are found and not allowed, the statistics and
+the report are still written (they are facts the user needs to read), the schema is not, and ValidationFailed is
+raised with one line listing the anomalies.
+
+Statistics are computed in process without Beam: the TFRecords are read in batches, decoded to Arrow with
+tfx_bsl's example decoder and fed to TFDV's in-memory generators (the same generators the Beam path runs; the
+output agrees with `tfdv.generate_statistics_from_tfrecord` up to float rounding) - several times faster than
+Beam's DirectRunner on small and medium data, with memory bounded by one batch plus the generators'
+accumulators.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
+from slipway.core import artifacts
+from slipway.core.errors import SlipwayError, ValidationFailed
+
+TRAIN = "train"
+STATS_FILE = "FeatureStats.pb"
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+ANOMALIES_JSON = "anomalies.json"
+BATCH_SIZE = 4096
+_MAX_IN_MESSAGE = 6  # anomalies spelled out in the ValidationFailed line; the rest are counted
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Inputs
+
+
+def _parse_thresholds(name: str, value: Mapping[str, Any] | str | None) -> dict[str, float]:
+    """{feature: threshold}; a JSON string (as the KFP component passes it) is accepted too."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as e:
+            raise SlipwayError(f"{name}: not valid JSON ({e.msg} at position {e.pos}): {value!r}") from None
+    if not isinstance(value, Mapping):
+        raise SlipwayError(f"{name}: expected a mapping of feature name to threshold, got {type(value).__name__}")
+    out = {}
+    for feature, threshold in value.items():
+        out[str(feature)] = _threshold(f"{name}['{feature}']", threshold)
+    return out
+
+
+def _threshold(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SlipwayError(f"{name}: threshold must be a number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise SlipwayError(f"{name}: threshold must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def _load_user_schema(schema_file: str):
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    path = Path(schema_file)
+    if path.is_dir():  # a Schema artifact folder: use the schema.pbtxt inside it
+        path = path / artifacts.SCHEMA_FILE
+    if not path.is_file():
+        raise SlipwayError(f"schema file {schema_file}: not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SlipwayError(f"schema file {schema_file}: cannot read ({e})") from None
+    schema = schema_pb2.Schema()
+    try:
+        text_format.Parse(text, schema)
+    except text_format.ParseError as e:
+        raise SlipwayError(f"schema file {schema_file}: not a valid Schema text proto ({_one_line(str(e))})") from None
+    if not schema.feature and not schema.sparse_feature:
+        raise SlipwayError(f"schema file {schema_file}: the schema has no features")
+    return schema
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Statistics
+
+
+def _split_statistics(examples_dir: str, split: str, stats_options):
+    """One split's DatasetFeatureStatisticsList, computed in process in batches (no Beam)."""
+    import tensorflow as tf
+    from tensorflow_data_validation.statistics import stats_impl
+    from tfx_bsl.coders import example_coder
+
+    files = artifacts.split_files(examples_dir, split)
+    generators = stats_impl.get_generators(stats_options, in_memory=True)
+    accumulators = [g.create_accumulator() for g in generators]
+    decoder = example_coder.ExamplesToRecordBatchDecoder()
+    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(BATCH_SIZE)
+    try:
+        for batch in dataset:
+            record_batch = decoder.DecodeBatch(batch.numpy().tolist())
+            accumulators = [g.add_input(acc, record_batch) for g, acc in zip(generators, accumulators, strict=True)]
+    except tf.errors.OpError as e:
+        raise SlipwayError(f"examples {examples_dir}: split '{split}' cannot be read "
+                           f"({_tf_message(e.message)})") from None
+    except RuntimeError as e:  # tfx_bsl's decoder: a record that is not a tf.Example
+        raise SlipwayError(f"examples {examples_dir}: split '{split}' has a record that is not a tf.Example "
+                           f"({_one_line(str(e))})") from None
+    stats = stats_impl.extract_statistics_output(accumulators, generators)
+    if not stats.datasets:
+        stats.datasets.add()
+    stats.datasets[0].name = split
+    return stats
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Comparators and anomalies
+
+
+def _is_categorical(feature) -> bool:
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    if feature.type == schema_pb2.BYTES:
+        return True
+    return feature.type == schema_pb2.INT and feature.HasField("int_domain") and feature.int_domain.is_categorical
+
+
+def _set_comparators(schema, thresholds: dict[str, float], which: str, param: str) -> None:
+    """Put a skew or drift comparator on each named feature: L-infinity for categorical, JSD for numeric."""
+    import tensorflow_data_validation as tfdv
+
+    names = sorted(f.name for f in schema.feature)
+    for name, threshold in thresholds.items():
+        try:
+            feature = tfdv.get_feature(schema, name)
+        except ValueError:
+            raise SlipwayError(f"{param}: feature '{name}' is not in the schema (features: {', '.join(names)})") \
+                from None
+        comparator = getattr(feature, which)
+        if _is_categorical(feature):
+            comparator.infinity_norm.threshold = threshold
+        else:
+            comparator.jensen_shannon_divergence.threshold = threshold
+
+
+def _records(anomalies, split: str, only_comparators: bool = False, kind_for_comparators: str = "drift"):
+    """Flatten a tfdv Anomalies proto: one record per (feature, reason)."""
+    from tensorflow_metadata.proto.v0 import anomalies_pb2
+
+    type_name = anomalies_pb2.AnomalyInfo.Type.Name
+    out = []
+
+    def add(feature: str, info) -> None:
+        for reason in info.reason:
+            name = type_name(reason.type)
+            comparator = name.startswith("COMPARATOR_")
+            if only_comparators and not comparator:
+                continue
+            out.append({
+                "split": split,
+                "feature": feature,
+                "kind": kind_for_comparators if comparator else "schema",
+                "type": name,
+                "short": reason.short_description or info.short_description,
+                "description": _one_line(reason.description or info.description),
+            })
+
+    for feature in sorted(anomalies.anomaly_info):
+        add(feature, anomalies.anomaly_info[feature])
+    if anomalies.HasField("dataset_anomaly_info"):
+        add("", anomalies.dataset_anomaly_info)
+    if anomalies.data_missing and not only_comparators:
+        out.append({"split": split, "feature": "", "kind": "schema", "type": "DATA_MISSING",
+                    "short": "No data", "description": "The split has no examples."})
+    return out
+
+
+def _validation_environment(schema) -> str | None:
+    # Data with labels (train, eval) is validated in the TRAINING environment when the schema defines one, so a
+    # user schema that marks the label as absent in SERVING still requires it here.
+    envs = list(schema.default_environment)
+    return "TRAINING" if "TRAINING" in envs else None
+
+
+def _find_anomalies(schema, stats: dict, user_schema: bool, skew: dict, drift: dict, default_drift: float | None):
+    import tensorflow_data_validation as tfdv
+
+    env = _validation_environment(schema)
+    records = []
+    train = stats[TRAIN]
+    others = [s for s in stats if s != TRAIN]
+
+    if user_schema:  # an inferred schema fits the train split by construction
+        records += _records(tfdv.validate_statistics(train, schema, environment=env), TRAIN)
+
+    drift_all = dict(drift)
+    if default_drift is not None:
+        for feature in schema.feature:
+            drift_all.setdefault(feature.name, default_drift)
+
+    drift_schema = schema.__class__()
+    drift_schema.CopyFrom(schema)
+    _set_comparators(drift_schema, drift_all, "drift_comparator", "drift_thresholds")
+    skew_schema = schema.__class__()
+    skew_schema.CopyFrom(schema)
+    _set_comparators(skew_schema, skew, "skew_comparator", "skew_thresholds")
+
+    for split in others:
+        # The split against the schema, and its drift from train (train is the "previous" span).
+        result = tfdv.validate_statistics(stats[split], drift_schema, environment=env,
+                                          previous_statistics=train if drift_all else None)
+        records += _records(result, split)
+        if skew:
+            # Skew: train is the training data, the split plays the serving data. This call also checks train
+            # against the schema; only the comparator results are kept (train was checked above).
+            result = tfdv.validate_statistics(train, skew_schema, environment=env, serving_statistics=stats[split])
+            records += _records(result, split, only_comparators=True, kind_for_comparators="skew")
+    return records
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Report
+
+
+def _feature_rows(schema, stats: dict) -> list[dict]:
+    """Per feature: type and, per split, missing fraction and mean (numeric) or unique count (categorical)."""
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    type_names = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string",
+                  schema_pb2.STRUCT: "struct"}
+    names = [f.name for f in schema.feature]
+    types = {f.name: type_names.get(f.type, "?") for f in schema.feature}
+    per_split: dict[str, dict[str, Any]] = {}
+    for split, stats_list in stats.items():
+        dataset = stats_list.datasets[0]
+        by_name = {}
+        for fs in dataset.features:
+            name = ".".join(fs.path.step) if fs.path.step else fs.name
+            by_name[name] = fs
+            if name not in types:
+                names.append(name)
+                types[name] = "(not in schema)"
+        per_split[split] = {"n": dataset.num_examples, "features": by_name}
+
+    rows = []
+    for name in dict.fromkeys(names):
+        row = {"feature": name, "type": types[name], "splits": {}}
+        for split, info in per_split.items():
+            fs = info["features"].get(name)
+            if fs is None:
+                row["splits"][split] = {"missing": 1.0 if info["n"] else None, "value": "absent"}
+                continue
+            which = fs.WhichOneof("stats")
+            common = getattr(fs, which).common_stats if which else None
+            n = info["n"]
+            missing = (common.num_missing / n) if (common is not None and n) else None
+            if which == "num_stats":
+                value = f"mean {fs.num_stats.mean:.4g}"
+            elif which == "string_stats":
+                value = f"{fs.string_stats.unique} unique"
+            else:
+                value = ""
+            row["splits"][split] = {"missing": missing, "value": value}
+        rows.append(row)
+    return rows
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _status(anomalies: list, allowed: bool) -> str:
+    if not anomalies:
+        return "passed: no anomalies"
+    state = "allowed (allow_anomalies)" if allowed else "FAILED"
+    return f"{len(anomalies)} anomalies, {state}"
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _report_md(ctx: dict) -> str:
+    splits = list(ctx["splits"])
+    lines = [
+        "# Data validation report",
+        "",
+        f"- Examples: `{ctx['examples_dir']}`",
+        f"- Schema: {ctx['schema_source']}" + (f" (`{ctx['schema_file']}`)" if ctx["schema_file"] else ""),
+        f"- Result: **{_status(ctx['anomalies'], ctx['allowed'])}**",
+    ]
+    if ctx["label"]:
+        lines.append(f"- Label: `{ctx['label']}`")
+    for title, key in (("Skew thresholds", "skew"), ("Drift thresholds (reference: train)", "drift")):
+        if ctx[key]:
+            lines.append(f"- {title}: " + ", ".join(f"`{k}` {v:g}" for k, v in sorted(ctx[key].items())))
+    if ctx["default_drift"] is not None:
+        lines.append(f"- Default drift threshold: {ctx['default_drift']:g}")
+    lines += ["", "## Splits", "", "| Split | Examples |", "|---|---:|"]
+    lines += [f"| {s} | {n} |" for s, n in ctx["splits"].items()]
+    lines += ["", "## Anomalies", ""]
+    if ctx["anomalies"]:
+        lines += ["| Split | Feature | Kind | Anomaly | Description |", "|---|---|---|---|---|"]
+        for a in ctx["anomalies"]:
+            lines.append(f"| {a['split']} | {_md_cell(a['feature'] or '(dataset)')} | {a['kind']} | "
+                         f"{_md_cell(a['short'])} | {_md_cell(a['description'])} |")
+    else:
+        lines.append("None.")
+    header = "| Feature | Type | " + " | ".join(f"{s} missing | {s} mean / unique" for s in splits) + " |"
+    lines += ["", "## Features", "", header, "|---|---|" + "---:|---:|" * len(splits)]
+    for row in ctx["features"]:
+        cells = [_md_cell(row["feature"]), row["type"]]
+        for s in splits:
+            cell = row["splits"].get(s, {"missing": None, "value": "-"})
+            cells += [_pct(cell["missing"]), cell["value"]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}
+th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
+th{background:#f3f3f3} td.num{text-align:right} .bad{color:#b00020;font-weight:600} .ok{color:#1b5e20;font-weight:600}
+code{background:#f6f6f6;padding:0 .2em}
+"""
+
+
+def _report_html(ctx: dict) -> str:
+    e = html.escape
+    splits = list(ctx["splits"])
+    status_class = "ok" if not ctx["anomalies"] else ("bad" if not ctx["allowed"] else "")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8"><title>Data validation report</title>',
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>Data validation report</h1><ul>",
+        f"<li>Examples: <code>{e(ctx['examples_dir'])}</code></li>",
+        f"<li>Schema: {e(ctx['schema_source'])}"
+        + (f" (<code>{e(ctx['schema_file'])}</code>)" if ctx["schema_file"] else "") + "</li>",
+        f'<li>Result: <span class="{status_class}">{e(_status(ctx["anomalies"], ctx["allowed"]))}</span></li>',
+    ]
+    if ctx["label"]:
+        parts.append(f"<li>Label: <code>{e(ctx['label'])}</code></li>")
+    for title, key in (("Skew thresholds", "skew"), ("Drift thresholds (reference: train)", "drift")):
+        if ctx[key]:
+            parts.append(f"<li>{title}: " + ", ".join(f"<code>{e(k)}</code> {v:g}" for k, v in sorted(
+                ctx[key].items())) + "</li>")
+    if ctx["default_drift"] is not None:
+        parts.append(f"<li>Default drift threshold: {ctx['default_drift']:g}</li>")
+    parts += ["</ul>", "<h2>Splits</h2><table><tr><th>Split</th><th>Examples</th></tr>"]
+    parts += [f'<tr><td>{e(s)}</td><td class="num">{n}</td></tr>' for s, n in ctx["splits"].items()]
+    parts += ["</table>", "<h2>Anomalies</h2>"]
+    if ctx["anomalies"]:
+        parts.append("<table><tr><th>Split</th><th>Feature</th><th>Kind</th><th>Anomaly</th><th>Description</th></tr>")
+        for a in ctx["anomalies"]:
+            parts.append(f"<tr><td>{e(a['split'])}</td><td>{e(a['feature'] or '(dataset)')}</td><td>{e(a['kind'])}</td>"
+                         f"<td>{e(a['short'])}</td><td>{e(a['description'])}</td></tr>")
+        parts.append("</table>")
+    else:
+        parts.append("<p>None.</p>")
+    parts.append("<h2>Features</h2><table><tr><th>Feature</th><th>Type</th>"
+                 + "".join(f"<th>{e(s)} missing</th><th>{e(s)} mean / unique</th>" for s in splits) + "</tr>")
+    for row in ctx["features"]:
+        cells = [f"<td>{e(row['feature'])}</td><td>{e(row['type'])}</td>"]
+        for s in splits:
+            cell = row["splits"].get(s, {"missing": None, "value": "-"})
+            cells.append(f'<td class="num">{_pct(cell["missing"])}</td><td class="num">{e(cell["value"])}</td>')
+        parts.append("<tr>" + "".join(cells) + "</tr>")
+    parts += ["</table>", "</body></html>"]
+    return "\n".join(parts) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def run(
+    examples_dir: str,
+    statistics_dir: str,
+    schema_dir: str,
+    report_dir: str,
+    schema_file: str = "",
+    allow_anomalies: bool = False,
+    skew_thresholds: dict | None = None,
+    drift_thresholds: dict | None = None,
+    default_drift_threshold: float | None = None,
+) -> dict:
+    """Compute statistics, settle the schema, find anomalies/skew/drift, write the outputs; see the README."""
+    skew = _parse_thresholds("skew_thresholds", skew_thresholds)
+    drift = _parse_thresholds("drift_thresholds", drift_thresholds)
+    default_drift = None if default_drift_threshold is None else _threshold("default_drift_threshold",
+                                                                            default_drift_threshold)
+
+    if not Path(examples_dir).is_dir():
+        raise SlipwayError(f"examples {examples_dir}: not found")
+    splits = artifacts.split_names(examples_dir)
+    if TRAIN not in splits:
+        found = ", ".join(splits) if splits else "none"
+        raise SlipwayError(f"examples {examples_dir}: no '{TRAIN}' split (Split-{TRAIN}/ missing; splits found: "
+                           f"{found})")
+    splits = [TRAIN] + [s for s in splits if s != TRAIN]
+    meta_path = Path(examples_dir) / artifacts.EXAMPLES_META
+    meta = artifacts.examples_meta(examples_dir) if meta_path.exists() else {}
+
+    import tensorflow_data_validation as tfdv
+
+    user_schema = _load_user_schema(schema_file) if schema_file else None
+    # With a user schema the statistics follow it (e.g. an int feature marked categorical gets top values), as
+    # TFX's StatisticsGen does.
+    options = tfdv.StatsOptions(schema=user_schema) if user_schema is not None else tfdv.StatsOptions()
+    stats = {split: _split_statistics(examples_dir, split, options) for split in splits}
+    counts = {split: int(stats[split].datasets[0].num_examples) for split in splits}
+    if counts[TRAIN] == 0:
+        raise SlipwayError(f"examples {examples_dir}: split '{TRAIN}' has no examples")
+
+    if user_schema is not None:
+        schema, source = user_schema, "user"
+    else:
+        schema, source = tfdv.infer_schema(stats[TRAIN], infer_feature_shape=True), "inferred"
+
+    anomalies = _find_anomalies(schema, stats, user_schema is not None, skew, drift, default_drift)
+    blessed = not anomalies
+    short = [f"{a['split']}/{a['feature'] or '(dataset)'}: {a['short']}" for a in anomalies]
+
+    with artifacts.staged_output(statistics_dir) as out:
+        for split in splits:
+            folder = out / f"{artifacts.SPLIT_PREFIX}{split}"
+            folder.mkdir()
+            (folder / STATS_FILE).write_bytes(stats[split].SerializeToString())
+
+    ctx = {
+        "examples_dir": str(examples_dir), "schema_source": source, "schema_file": schema_file,
+        "allowed": bool(allow_anomalies), "anomalies": anomalies, "splits": counts, "label": meta.get("label"),
+        "skew": skew, "drift": drift, "default_drift": default_drift, "features": _feature_rows(schema, stats),
+    }
+    with artifacts.staged_output(report_dir) as out:
+        (out / REPORT_MD).write_text(_report_md(ctx), encoding="utf-8")
+        (out / REPORT_HTML).write_text(_report_html(ctx), encoding="utf-8")
+        artifacts.write_json(out / ANOMALIES_JSON, {
+            "anomalies": [{k: a[k] for k in ("split", "feature", "kind", "type", "short", "description")}
+                          for a in anomalies],
+            "allowed": bool(allow_anomalies),
+            "blessed": blessed,
+        })
+
+    with artifacts.staged_output(schema_dir) as out:
+        if anomalies and not allow_anomalies:
+            # Raising inside the staged block removes the staging folder and an empty placeholder, so no
+            # valid-looking schema is left behind.
+            raise ValidationFailed(_failure_line(examples_dir, anomalies, report_dir))
+        tfdv.write_schema_text(schema, os.path.join(out, artifacts.SCHEMA_FILE))
+
+    return {
+        "splits": counts,
+        "num_features": len(schema.feature),
+        "anomalies": short,
+        "anomaly_count": len(anomalies),
+        "schema_source": source,
+        "blessed": blessed,
+    }
+
+
+def _failure_line(examples_dir: str, anomalies: list[dict], report_dir: str) -> str:
+    shown = []
+    for a in anomalies[:_MAX_IN_MESSAGE]:
+        description = a["description"]
+        if len(description) > 120:
+            description = description[:117] + "..."
+        shown.append(f"{a['split']}/{a['feature'] or '(dataset)'}: {a['short']} ({description})")
+    more = f"; and {len(anomalies) - _MAX_IN_MESSAGE} more" if len(anomalies) > _MAX_IN_MESSAGE else ""
+    noun = "anomaly" if len(anomalies) == 1 else "anomalies"
+    return (f"validation of examples {examples_dir} found {len(anomalies)} {noun}: {'; '.join(shown)}{more} "
+            f"(report: {Path(report_dir) / REPORT_MD}; pass allow_anomalies to continue)")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _tf_message(text: str) -> str:
+    """A TensorFlow op error without its '{{function_node ...}}' prefix and '[Op:...]' suffix."""
+    text = re.sub(r"\{\{function_node [^}]*\}\}", "", str(text))
+    text = re.sub(r"\[Op:[^\]]*\].*$", "", text, flags=re.S)
+    return _one_line(text)

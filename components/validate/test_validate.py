@@ -1,0 +1,206 @@
+"""Tests for the validate executor on small synthetic Examples folders (200 train / 100 eval rows)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS first)
+from slipway.components.validate import executor
+from slipway.core.errors import SlipwayError, ValidationFailed
+from slipway.core.testing import write_examples
+
+COLUMNS = {"trips": "int", "fare": "float", "company": "string", "label": "int"}
+COMPANIES = ["Acme", "Blue", "City"]
+
+
+def _rows(n: int, seed: int, *, new_company: bool = False, drop_trips: bool = False, shift: bool = False):
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        company = rng.choice(COMPANIES)
+        if shift:  # almost all eval rows from one company: a strong change of distribution
+            company = "City" if rng.random() < 0.95 else "Acme"
+        if new_company and i % 10 == 0:
+            company = "Zed Cabs"
+        row = {
+            "trips": rng.randint(0, 20),
+            "fare": None if i % 13 == 0 else round(rng.uniform(3, 60), 2),  # missing now and then
+            "company": company,
+            "label": rng.randint(0, 1),
+        }
+        if drop_trips:
+            del row["trips"]
+        rows.append(row)
+    return rows
+
+
+def _examples(root, **eval_kwargs):
+    return str(write_examples(root, {"train": _rows(200, 1), "eval": _rows(100, 2, **eval_kwargs)}, "label",
+                              ["0", "1"], COLUMNS))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    base = tmp_path_factory.mktemp("examples")
+    return {
+        "clean": _examples(base / "clean"),
+        "new_company": _examples(base / "new_company", new_company=True),
+        "dropped": _examples(base / "dropped", drop_trips=True),
+        "shifted": _examples(base / "shifted", shift=True),
+    }
+
+
+def _outs(tmp_path):
+    return {k: str(tmp_path / k) for k in ("statistics_dir", "schema_dir", "report_dir")}
+
+
+def _load_schema(path):
+    import tensorflow_data_validation as tfdv
+
+    return tfdv.load_schema_text(path)
+
+
+def test_clean_data_passes_and_writes_tfx_layout(data, tmp_path):
+    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    outs = _outs(tmp_path)
+    result = executor.run(data["clean"], **outs)
+
+    assert result == {"splits": {"train": 200, "eval": 100}, "num_features": 4, "anomalies": [],
+                      "anomaly_count": 0, "schema_source": "inferred", "blessed": True}
+    for split, n in (("train", 200), ("eval", 100)):
+        stats = tfdv.load_stats_binary(str(tmp_path / "statistics_dir" / f"Split-{split}" / "FeatureStats.pb"))
+        dataset = stats.datasets[0]
+        assert dataset.num_examples == n
+        assert sorted(f.path.step[0] for f in dataset.features) == sorted(COLUMNS)
+
+    schema = _load_schema(str(tmp_path / "schema_dir" / "schema.pbtxt"))
+    types = {f.name: f.type for f in schema.feature}
+    assert types == {"trips": schema_pb2.INT, "fare": schema_pb2.FLOAT, "company": schema_pb2.BYTES,
+                     "label": schema_pb2.INT}
+    assert sorted(tfdv.get_domain(schema, "company").value) == COMPANIES
+
+    report = tmp_path / "report_dir"
+    assert json.loads((report / "anomalies.json").read_text()) == {"anomalies": [], "allowed": False, "blessed": True}
+    md = (report / "report.md").read_text()
+    assert "passed: no anomalies" in md and "| train | 200 |" in md and "| eval | 100 |" in md
+    page = (report / "report.html").read_text()
+    assert "<table>" in page and "company" in page and "3 unique" in page
+    assert "<script" not in page and "http" not in page  # self-contained
+    # every 13th fare is missing: rows 0, 13, ..., 195 of train, 16 of 200 = 8.0%
+    assert "8.0%" in md
+    # no staging folders are left next to the outputs
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report_dir", "schema_dir", "statistics_dir"]
+
+
+def test_new_categorical_value_fails_and_leaves_no_schema(data, tmp_path):
+    outs = _outs(tmp_path)
+    (tmp_path / "schema_dir").mkdir()  # an empty placeholder, as an orchestrator may create
+
+    with pytest.raises(ValidationFailed) as err:
+        executor.run(data["new_company"], **outs)
+
+    message = str(err.value)
+    assert "\n" not in message
+    assert "found 1 anomaly" in message and "eval/company" in message and "Zed Cabs" in message
+    assert "allow_anomalies" in message
+    assert not (tmp_path / "schema_dir").exists()
+    assert (tmp_path / "statistics_dir" / "Split-eval" / "FeatureStats.pb").is_file()
+    recorded = json.loads((tmp_path / "report_dir" / "anomalies.json").read_text())
+    assert recorded["allowed"] is False and recorded["blessed"] is False
+    [anomaly] = recorded["anomalies"]
+    assert (anomaly["split"], anomaly["feature"], anomaly["kind"]) == ("eval", "company", "schema")
+    assert anomaly["type"] == "ENUM_TYPE_UNEXPECTED_STRING_VALUES"
+    assert "Zed Cabs" in (tmp_path / "report_dir" / "report.html").read_text()
+
+
+def test_missing_required_feature_fails(data, tmp_path):
+    with pytest.raises(ValidationFailed, match=r"eval/trips: Column dropped"):
+        executor.run(data["dropped"], **_outs(tmp_path))
+    assert not (tmp_path / "schema_dir").exists()
+    assert "eval | trips" in (tmp_path / "report_dir" / "report.md").read_text()
+
+
+def test_allow_anomalies_writes_everything_and_records_them(data, tmp_path):
+    result = executor.run(data["new_company"], **_outs(tmp_path), allow_anomalies=True)
+
+    assert result["blessed"] is False and result["anomaly_count"] == 1
+    assert result["anomalies"] == ["eval/company: Unexpected string values"]
+    assert (tmp_path / "schema_dir" / "schema.pbtxt").is_file()
+    recorded = json.loads((tmp_path / "report_dir" / "anomalies.json").read_text())
+    assert recorded["allowed"] is True and len(recorded["anomalies"]) == 1
+    assert "allowed (allow_anomalies)" in (tmp_path / "report_dir" / "report.md").read_text()
+
+
+def test_user_schema_is_used(data, tmp_path):
+    import tensorflow_data_validation as tfdv
+
+    executor.run(data["clean"], **_outs(tmp_path / "first"))
+    schema = _load_schema(str(tmp_path / "first" / "schema_dir" / "schema.pbtxt"))
+    tfdv.get_domain(schema, "company").value.append("Zed Cabs")  # the user knows this company is valid
+    widened = tmp_path / "widened.pbtxt"
+    tfdv.write_schema_text(schema, str(widened))
+
+    result = executor.run(data["new_company"], **_outs(tmp_path / "second"), schema_file=str(widened))
+    assert result["schema_source"] == "user" and result["blessed"] is True
+    written = _load_schema(str(tmp_path / "second" / "schema_dir" / "schema.pbtxt"))
+    assert "Zed Cabs" in tfdv.get_domain(written, "company").value
+
+    # A narrower user schema is checked against train too: train and eval both hold "Acme".
+    domain = tfdv.get_domain(schema, "company")
+    del domain.value[:]
+    domain.value.extend(["Blue", "City", "Zed Cabs"])
+    narrowed = tmp_path / "narrowed.pbtxt"
+    tfdv.write_schema_text(schema, str(narrowed))
+    with pytest.raises(ValidationFailed) as err:
+        executor.run(data["clean"], **_outs(tmp_path / "third"), schema_file=str(narrowed))
+    assert "train/company" in str(err.value) and "eval/company" in str(err.value) and "Acme" in str(err.value)
+
+
+def test_drift_and_skew_thresholds(data, tmp_path):
+    # The shifted eval split is 95% "City"; train is about a third each: L-infinity distance about 0.6.
+    with pytest.raises(ValidationFailed, match=r"eval/company: High Linfty distance between current and previous"):
+        executor.run(data["shifted"], **_outs(tmp_path / "strict"), drift_thresholds={"company": 0.2})
+
+    result = executor.run(data["shifted"], **_outs(tmp_path / "allowed"), allow_anomalies=True,
+                          drift_thresholds='{"company": 0.2}', skew_thresholds={"company": 0.2})
+    kinds = sorted(a["kind"] for a in json.loads((tmp_path / "allowed" / "report_dir" / "anomalies.json").read_text())[
+        "anomalies"])
+    assert kinds == ["drift", "skew"]
+    assert result["anomaly_count"] == 2
+
+    # A loose threshold, and the same data with the default threshold applied to every feature.
+    assert executor.run(data["shifted"], **_outs(tmp_path / "loose"), drift_thresholds={"company": 0.9})["blessed"]
+    result = executor.run(data["shifted"], **_outs(tmp_path / "default"), allow_anomalies=True,
+                          default_drift_threshold=0.3)
+    assert "eval/company: High Linfty distance between current and previous" in result["anomalies"]
+
+
+def test_bad_inputs(data, tmp_path):
+    missing = tmp_path / "nope.pbtxt"
+    with pytest.raises(SlipwayError, match=r"^schema file .*nope\.pbtxt: not found$"):
+        executor.run(data["clean"], **_outs(tmp_path / "a"), schema_file=str(missing))
+    garbage = tmp_path / "garbage.pbtxt"
+    garbage.write_text("feature { name: \n")
+    with pytest.raises(SlipwayError, match=r"schema file .*garbage\.pbtxt: not a valid Schema text proto"):
+        executor.run(data["clean"], **_outs(tmp_path / "b"), schema_file=str(garbage))
+    with pytest.raises(SlipwayError, match=r"drift_thresholds: feature 'nosuch' is not in the schema"):
+        executor.run(data["clean"], **_outs(tmp_path / "c"), drift_thresholds={"nosuch": 0.1})
+    with pytest.raises(SlipwayError, match=r"skew_thresholds\['company'\]: threshold must be a number"):
+        executor.run(data["clean"], **_outs(tmp_path / "d"), skew_thresholds={"company": "high"})
+
+    only_eval = write_examples(tmp_path / "only_eval", {"eval": _rows(10, 3)}, "label", ["0", "1"], COLUMNS)
+    with pytest.raises(SlipwayError, match=r"no 'train' split .*splits found: eval") as err:
+        executor.run(str(only_eval), **_outs(tmp_path / "e"))
+    assert not isinstance(err.value, ValidationFailed)
+    corrupt = tmp_path / "corrupt"
+    (corrupt / "Split-train").mkdir(parents=True)
+    (corrupt / "Split-train" / "data.gz").write_bytes(b"this is not gzip")
+    with pytest.raises(SlipwayError, match=r"split 'train' cannot be read \(inflate\(\) failed"):
+        executor.run(str(corrupt), **_outs(tmp_path / "f"))
+    # nothing was written for any of the failures
+    assert not any((tmp_path / d).exists() for d in "abcdef")

@@ -1,0 +1,60 @@
+"""Compiled YAML: committed files are current, load as components, carry no machine path or credential."""
+
+
+import re
+from pathlib import Path
+
+import pytest
+from kfp import components, dsl
+
+from slipway import compile as slipway_compile
+from slipway.core.images import RUNTIME_IMAGE
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_committed_yaml_is_current():
+    assert slipway_compile.compile_all(check=True) == []
+
+
+def test_check_detects_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from slipway.components import IngestOp
+
+    stale = tmp_path / "component.yaml"
+    stale.write_text("# stale\n")
+    monkeypatch.setattr(slipway_compile, "targets", lambda: {stale: IngestOp})
+    monkeypatch.setattr(slipway_compile, "ROOT", tmp_path)
+    problems = slipway_compile.compile_all(check=True)
+    assert len(problems) == 1 and "component.yaml is stale" in problems[0]
+
+
+@pytest.mark.parametrize("name", ["ingest", "validate", "transform", "train", "evaluate"])
+def test_component_yaml_loads_and_composes(name: str):
+    component = components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
+    assert component.name == name
+    spec = component.component_spec
+    assert spec.implementation.container.image == RUNTIME_IMAGE
+    command = " ".join(spec.implementation.container.command)
+    assert "pip install" not in command  # nothing is installed at run time
+
+
+def test_python_imports_match_yaml_components():
+    from slipway.components import EvaluateOp, IngestOp, TrainOp, TransformOp, ValidateOp
+
+    assert [c.name for c in (IngestOp, ValidateOp, TransformOp, TrainOp, EvaluateOp)] == [
+        "ingest", "validate", "transform", "train", "evaluate"]
+
+    @dsl.pipeline(name="user-pipeline")
+    def user_pipeline(data: str):
+        loaded = components.load_component_from_file(str(ROOT / "components" / "ingest" / "component.yaml"))
+        examples = loaded(data=data, label="y").outputs["examples"]
+        ValidateOp(examples=examples)
+
+    assert user_pipeline.name == "user-pipeline"
+
+
+def test_compiled_yaml_has_no_machine_paths_or_credentials():
+    for path in list(ROOT.glob("components/*/component.yaml")) + list(ROOT.glob("pipelines/*.yaml")):
+        text = path.read_text()
+        assert not re.search(r"/(work|root|home|tmp)/", text), path
+        assert not re.search(r"(?i)(aws_secret|password|token)\s*[:=]", text), path

@@ -1,0 +1,68 @@
+"""The lineage store on a real MLMD SQLite file: steps, runs, upstream traces, latest blessed model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slipway.core import lineage
+from slipway.core.errors import SlipwayError
+
+
+def _record(store, run_id, component, inputs, outputs, state="COMPLETE", error=""):
+    store.record_step(
+        lineage.StepRecord(component, run_id, "demo", state, 100.0, 101.5, {"p": 1}, inputs, outputs, error)
+    )
+
+
+def _art(name, type_name, uri, **props):
+    return lineage.ArtifactRecord(name, type_name, uri, props)
+
+
+def test_trace_walks_from_model_to_raw_file_and_finds_latest_blessed(tmp_path: Path):
+    store = lineage.open_store(lineage.sqlite_uri(tmp_path / "m.sqlite"))
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    _record(store, "r1", "ingest", [_art("data", "RawData", "/data/a.csv", sha256="abc")],
+            [_art("examples", "Examples", "/x/examples")])
+    _record(store, "r1", "transform",
+            [_art("examples", "Examples", "/x/examples"), _art("module_file", "ModuleFile", "/m.py", sha256="f00")],
+            [_art("transformed_examples", "Examples", "/x/tx")])
+    _record(store, "r1", "train", [_art("transformed_examples", "Examples", "/x/tx")],
+            [_art("model", "Model", str(model_dir))])
+    _record(store, "r1", "evaluate", [_art("model", "Model", str(model_dir))],
+            [_art("blessing", "ModelBlessing", "/x/blessing", blessed=True)])
+
+    nodes = store.trace(str(model_dir))
+    chain = [(n.depth, n.artifact.type_name, n.artifact.uri, n.produced_by) for n in nodes]
+    assert chain[0] == (0, "Model", str(model_dir), "train")
+    assert (2, "Examples", "/x/examples", "ingest") in chain
+    raw = [n for n in nodes if n.artifact.uri == "/data/a.csv"]
+    assert raw and raw[0].produced_by is None and raw[0].artifact.properties["sha256"] == "abc"
+    assert any(n.artifact.type_name == "ModuleFile" for n in nodes)
+
+    steps = store.run_steps("r1")
+    assert [s.component for s in steps] == ["ingest", "transform", "train", "evaluate"]
+    assert steps[0].finished - steps[0].started == pytest.approx(1.5)
+    assert steps[0].outputs[0].uri == "/x/examples"
+    assert store.latest_blessed_model("demo") == str(model_dir)
+    assert store.latest_blessed_model("other-pipeline") is None
+
+
+def test_failed_step_and_changed_raw_file_are_kept_apart(tmp_path: Path):
+    store = lineage.open_store(lineage.sqlite_uri(tmp_path / "m.sqlite"))
+    _record(store, "r1", "ingest", [_art("data", "RawData", "/d.csv", sha256="one")], [_art("examples", "E", "/e1")])
+    _record(store, "r2", "ingest", [_art("data", "RawData", "/d.csv", sha256="two")], [_art("examples", "E", "/e2")])
+    _record(store, "r3", "ingest", [], [], state="FAILED", error="data file /d.csv: is empty")
+    first = [n.artifact.properties.get("sha256") for n in store.trace("/e1") if n.artifact.uri == "/d.csv"]
+    second = [n.artifact.properties.get("sha256") for n in store.trace("/e2") if n.artifact.uri == "/d.csv"]
+    assert first == ["one"] and second == ["two"]
+    failed = store.run_steps("r3")
+    assert failed[0].state == "FAILED" and "is empty" in failed[0].error
+
+
+def test_store_uri_forms(tmp_path: Path):
+    assert lineage.open_store("none").trace("/x") == []
+    with pytest.raises(SlipwayError, match="expected sqlite"):
+        lineage.open_store("postgres://db")
