@@ -64,6 +64,10 @@ def _run(args) -> int:
         if not args.label or not args.module:
             raise SlipwayError("run: --data needs --label and --module")
         data, label, module = Path(args.data), args.label, Path(args.module)
+    if not module.is_file():
+        raise SlipwayError(f"module file {module}: not found")
+    if not data.exists():
+        raise SlipwayError(f"data {data}: no such file or folder")
     for flag, text in (("--hparams", args.hparams), ("--skew", args.skew), ("--drift", args.drift),
                        ("--eval-settings", args.eval_settings or "{}")):
         try:

@@ -1,0 +1,127 @@
+"""The whole pipeline through kfp.local, as `slipway run` runs it: real components, real processes, real MLMD."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slipway import cli
+from tests.conftest import BLOBS_MODULE, write_blobs_csv
+
+pytestmark = pytest.mark.slow
+
+
+def run_cli(*args: str) -> int:
+    return cli.main(["run", *args])
+
+
+@pytest.fixture(scope="module")
+def blobs_run(tmp_path_factory) -> tuple[Path, dict]:
+    """One successful 3-class run on the user's own CSV and module, shared by the assertions below."""
+    folder = tmp_path_factory.mktemp("blobs")
+    data = write_blobs_csv(folder / "blobs.csv")
+    workdir = folder / "out"
+    code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE),
+                   "--workdir", str(workdir), "--key", "id")
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert code == 0, summary.get("error")
+    return workdir, summary
+
+
+def test_summary_reports_every_step_metrics_and_blessing(blobs_run):
+    workdir, summary = blobs_run
+    assert summary["status"] == "succeeded"
+    assert list(summary["steps"]) == ["ingest", "validate", "transform", "train", "evaluate"]
+    for name, step in summary["steps"].items():
+        assert step["status"] == "succeeded", name
+        assert step["seconds"] > 0
+        for uri in step["outputs"].values():
+            assert Path(uri).exists(), (name, uri)
+    assert summary["metrics"]["sparse_categorical_accuracy"] > 0.8
+    assert summary["blessed"] is True  # set by the module's 0.8 accuracy threshold
+    assert summary["lineage_store"].startswith("sqlite://")
+    blessing = Path(summary["steps"]["evaluate"]["outputs"]["blessing"])
+    assert (blessing / "BLESSED").exists() and not (blessing / "NOT_BLESSED").exists()
+    assert (Path(summary["model"]) / "saved_model.pb").exists()
+
+
+def test_exported_model_serves_raw_examples(blobs_run):
+    import tensorflow as tf
+
+    _, summary = blobs_run
+    model = tf.saved_model.load(summary["model"])
+    example = tf.train.Example()
+    example.features.feature["x1"].float_list.value.append(4.0)
+    example.features.feature["color"].bytes_list.value.append(b"green")  # x2 missing on purpose
+    output = model.signatures["serving_default"](examples=tf.constant([example.SerializeToString()]))
+    probabilities = next(iter(output.values())).numpy()[0]
+    assert probabilities.shape == (3,)
+    assert probabilities.argmax() == 1  # class 'b' is centred on x1=4
+
+
+def test_lineage_traces_model_to_the_csv(blobs_run, capsys):
+    workdir, summary = blobs_run
+    assert cli.main(["lineage", "--workdir", str(workdir)]) == 0
+    printed = capsys.readouterr().out
+    lines = printed.splitlines()
+    assert lines[0].startswith("Model ") and summary["model"] in lines[0] and "<- train" in lines[0]
+    for producer in ("<- transform", "<- validate", "<- ingest"):
+        assert producer in printed
+    raw = [line for line in lines if "blobs.csv" in line]
+    assert raw and "RawData" in raw[0] and "(raw input)" in raw[0] and "sha256=" in raw[0]
+    assert "ModuleFile" in printed and "blobs_module.py" in printed
+
+
+def test_second_run_uses_first_model_as_baseline(blobs_run, capsys):
+    workdir, first = blobs_run
+    settings = {"thresholds": {"sparse_categorical_accuracy": {
+        "lower_bound": 0.5, "change": {"direction": "higher_is_better", "absolute": -0.5}}}}
+    data = workdir.parent / "blobs.csv"
+    code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE),
+                   "--workdir", str(workdir), "--key", "id", "--eval-settings", json.dumps(settings))
+    second = json.loads((workdir / "summary.json").read_text())
+    assert code == 0, second.get("error")
+    assert second["run_id"] != first["run_id"]
+    assert second["arguments"]["baseline_model"] == first["model"]
+    assert second["blessed"] is True
+
+
+def test_bad_input_fails_the_run_with_one_line_and_no_downstream_steps(tmp_path: Path, capsys):
+    data = tmp_path / "bad.csv"
+    data.write_text("id,x1,species\n1,0.5,a\n2,0.1\n")
+    workdir = tmp_path / "out"
+    code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE),
+                   "--workdir", str(workdir))
+    assert code == 1
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert summary["steps"]["ingest"]["status"] == "failed"
+    assert "bad.csv: line 3 has 2 columns, expected 3" in summary["error"]
+    assert all(summary["steps"][s]["status"] == "not_run" for s in ("validate", "transform", "train", "evaluate"))
+    assert "error: ingest: data file" in capsys.readouterr().err
+    examples = list((workdir / "artifacts").rglob("examples"))
+    assert all(not any(p.iterdir()) for p in examples if p.is_dir())  # nothing valid-looking left
+
+
+def test_module_without_preprocessing_fn_fails_in_transform(tmp_path: Path):
+    module = tmp_path / "empty_module.py"
+    module.write_text("def build_keras_model(hparams, tf_transform_output, label_key, num_classes):\n    pass\n")
+    data = write_blobs_csv(tmp_path / "blobs.csv", rows=90)
+    workdir = tmp_path / "out"
+    assert run_cli("--data", str(data), "--label", "species", "--module", str(module), "--workdir", str(workdir)) == 1
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["steps"]["transform"]["status"] == "failed"
+    assert "empty_module.py: does not define preprocessing_fn" in summary["error"]
+    assert summary["steps"]["train"]["status"] == "not_run"
+
+
+def test_missing_module_file_is_refused_before_anything_runs(tmp_path: Path, capsys):
+    data = write_blobs_csv(tmp_path / "blobs.csv", rows=30)
+    code = run_cli("--data", str(data), "--label", "species", "--module", str(tmp_path / "nope.py"),
+                   "--workdir", str(tmp_path / "out"))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: module file") and err.strip().endswith("nope.py: not found")
+    assert not (tmp_path / "out").exists()
