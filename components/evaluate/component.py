@@ -1,0 +1,68 @@
+"""KFP interface of evaluate: a thin lightweight component; the work is in executor.py."""
+
+from kfp import dsl
+from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
+
+from slipway.core.images import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def evaluate(
+    model: Input[Model],
+    examples: Input[Dataset],
+    evaluation: Output[Artifact],
+    blessing: Output[Artifact],
+    metrics: Output[Metrics],
+    classification_metrics: Output[ClassificationMetrics],
+    report: Output[HTML],
+    module_file: str = "",
+    settings: str = "",
+    baseline_model: str = "",
+    split: str = "eval",
+):
+    """TFMA on the eval split with slices, value thresholds and change thresholds against a baseline model.
+
+    Blessing follows TFX: no baseline -> change thresholds skipped; no thresholds -> NOT_BLESSED. settings is a
+    JSON object (see README); when empty, the module file's eval_settings() is used.
+    """
+    import json
+    import shutil
+
+    from slipway.components.evaluate import executor
+    from slipway.core.errors import SlipwayError
+    from slipway.core.modules import load_module, optional_dict
+    from slipway.core.step import Step
+
+    params = {"settings": settings, "baseline_model": baseline_model, "split": split, "module_file": module_file}
+    with Step("evaluate", params) as step:
+        step.input("model", "Model", model)
+        step.input("examples", "Examples", examples)
+        if baseline_model:
+            step.input("baseline_model", "Model", baseline_model)
+        if settings:
+            try:
+                eval_settings = json.loads(settings)
+            except json.JSONDecodeError as exc:
+                raise SlipwayError(f"settings: not valid JSON ({exc.msg} at position {exc.pos})") from None
+        elif module_file:
+            step.input_file("module_file", "ModuleFile", module_file)
+            eval_settings = optional_dict(load_module(module_file), "eval_settings")
+        else:
+            eval_settings = {}
+        result = executor.run(
+            model.path, examples.path, evaluation.path, blessing.path, eval_settings, baseline_model, split
+        )
+        for name, value in result["metrics"].items():
+            if isinstance(value, int | float):
+                metrics.log_metric(name, value)
+        matrix = result.get("confusion_matrix")
+        if matrix:
+            classification_metrics.log_confusion_matrix(matrix["categories"], matrix["matrix"])
+        roc = result.get("roc")
+        if roc:
+            classification_metrics.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
+        shutil.copyfile(f"{evaluation.path}/report.html", report.path)
+        summary = {"blessed": result["blessed"], "message": result["message"], "metrics": result["metrics"]}
+        step.output("evaluation", "ModelEvaluation", evaluation, summary)
+        step.output("blessing", "ModelBlessing", blessing, {"blessed": result["blessed"], "message": result["message"]})
+        step.output("metrics", "Metrics", metrics)

@@ -1,0 +1,667 @@
+"""Evaluate: score a trained model on one split with TensorFlow Model Analysis and decide whether to bless it.
+
+Plain Python (no kfp import). Follows the TFX Evaluator: value thresholds always apply, change thresholds apply
+only against a baseline model ("rubber stamp" without one), and with no thresholds configured at all the model is
+never blessed. See README.md in this folder for the settings format and the files written.
+
+settings (all keys optional):
+
+    {
+      "slices": [["feature"], ["f1", "f2"]],          # feature slices in addition to the overall slice
+      "thresholds": {
+        "<metric name>": {
+          "lower_bound": 0.8,                          # value threshold: metric >= lower_bound
+          "upper_bound": 1.0,                          # value threshold: metric <= upper_bound
+          "change": {                                  # change threshold against the baseline model
+            "direction": "higher_is_better",           # or "lower_is_better"
+            "absolute": -0.01,                         # candidate - baseline >= absolute (<= for lower_is_better)
+            "relative": -0.05                          # (candidate - baseline) / baseline >= relative
+          }
+        }
+      }
+    }
+
+Thresholds gate the overall slice; feature slices are measured and reported, not gated.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+
+import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
+from slipway.core.artifacts import examples_meta, read_json, split_dir, split_files, staged_output, write_json
+from slipway.core.errors import SlipwayError
+
+MODEL_META = "model_meta.json"
+SIGNATURE = "serving_default"
+CANDIDATE = "candidate"
+BASELINE = "baseline"
+ROC_MAX_POINTS = 101
+SETTINGS_KEYS = {"slices", "thresholds"}
+THRESHOLD_KEYS = {"lower_bound", "upper_bound", "change"}
+CHANGE_KEYS = {"direction", "absolute", "relative"}
+DIRECTIONS = {"higher_is_better", "lower_is_better"}
+
+# (TFMA class name, metric name it reports) per problem type; plots are listed apart (no thresholds on plots).
+BINARY_METRICS = [
+    ("ExampleCount", "example_count"),
+    ("BinaryAccuracy", "binary_accuracy"),
+    ("AUC", "auc"),
+    ("AUCPrecisionRecall", "auc_precision_recall"),
+    ("Precision", "precision"),
+    ("Recall", "recall"),
+]
+BINARY_PLOTS = ["ConfusionMatrixPlot"]
+MULTICLASS_METRICS = [
+    ("ExampleCount", "example_count"),
+    ("SparseCategoricalAccuracy", "sparse_categorical_accuracy"),
+]
+MULTICLASS_PLOTS = ["MultiClassConfusionMatrixPlot"]
+
+
+def run(
+    model_dir: str,
+    examples_dir: str,
+    evaluation_dir: str,
+    blessing_dir: str,
+    settings: dict | None = None,
+    baseline_model_dir: str = "",
+    split: str = "eval",
+) -> dict:
+    """Evaluate `model_dir` on `split` of `examples_dir`; write the evaluation and the blessing.
+
+    Writes evaluation_dir/{tfma/, metrics.json, report.html} and blessing_dir/{BLESSED|NOT_BLESSED, blessing.json},
+    each folder staged and renamed only when complete. Returns a summary dict (see README.md).
+    """
+    settings = dict(settings or {})
+    unknown = set(settings) - SETTINGS_KEYS
+    if unknown:
+        raise SlipwayError(f"evaluate settings: unknown keys {sorted(unknown)} (allowed: {sorted(SETTINGS_KEYS)})")
+
+    meta = examples_meta(examples_dir)
+    label = meta.get("label")
+    if not label:
+        raise SlipwayError(f"examples {examples_dir}: examples_meta.json names no label")
+    num_classes = int(meta.get("num_classes") or len(meta.get("label_classes") or []))
+    classes = [str(c) for c in (meta.get("label_classes") or range(num_classes))]
+    if num_classes < 2:
+        raise SlipwayError(f"examples {examples_dir}: need at least 2 label classes, found {num_classes}")
+    if not split_dir(examples_dir, split).is_dir():
+        raise SlipwayError(f"examples {examples_dir}: no split '{split}' (has: {sorted(meta.get('splits', {}))})")
+    files = split_files(examples_dir, split)
+
+    _check_model(model_dir, "model", label, num_classes, classes, examples_dir)
+    if baseline_model_dir:
+        _check_model(baseline_model_dir, "baseline model", label, num_classes, classes, examples_dir)
+
+    binary = num_classes == 2
+    metrics = BINARY_METRICS if binary else MULTICLASS_METRICS
+    metric_names = [name for _, name in metrics]
+    thresholds = _parse_thresholds(settings.get("thresholds") or {}, metric_names)
+    slices = _parse_slices(settings.get("slices") or [], meta.get("columns") or {}, examples_dir, label)
+    has_baseline = bool(baseline_model_dir)
+
+    with staged_output(evaluation_dir) as eval_stage, staged_output(blessing_dir) as bless_stage:
+        tfma_dir = eval_stage / "tfma"
+        eval_config = _eval_config(label, metrics, binary, thresholds, slices, has_baseline)
+        _run_tfma(eval_config, model_dir, baseline_model_dir, files, tfma_dir, split_dir(examples_dir, split))
+
+        import tensorflow_model_analysis as tfma
+
+        per_slice = _load_metrics(tfma_dir, has_baseline)
+        plots = _load_plots(tfma_dir, has_baseline)
+        validation = tfma.load_validation_result(str(tfma_dir))
+
+        overall = per_slice.get("Overall", {}).get("metrics", {})
+        confusion = _confusion_matrix(plots.get("Overall"), classes, binary)
+        roc = _roc(plots.get("Overall")) if binary else None
+
+        failures = _failures(validation)
+        threshold_rows = _threshold_rows(thresholds, has_baseline, failures)
+        if not thresholds:
+            blessed = False
+            message = "not blessed: no thresholds configured (set settings.thresholds)"
+        elif not any(row["status"] != "skipped" for row in threshold_rows):
+            blessed = bool(validation.validation_ok)
+            message = "blessed: rubber stamp (only change thresholds configured and no baseline model to compare with)"
+        elif validation.validation_ok:
+            blessed = True
+            checked = sum(1 for row in threshold_rows if row["status"] != "skipped")
+            message = f"blessed: all {checked} thresholds passed on {len(per_slice)} slice(s)"
+            if not has_baseline and any(row["status"] == "skipped" for row in threshold_rows):
+                message += "; change thresholds skipped (no baseline model)"
+        else:
+            blessed = False
+            listed = "; ".join(f["text"] for f in failures)
+            message = f"not blessed: {len(failures)} threshold check(s) failed: {listed}"
+            if validation.missing_thresholds or (not failures and validation.missing_slices):
+                message = "not blessed: some thresholds could not be checked (metric or slice missing)"
+
+        slices_out = [
+            {"slice": name, **{k: v for k, v in entry.items() if k != "key"}} for name, entry in per_slice.items()
+        ]
+        write_json(
+            eval_stage / "metrics.json",
+            {
+                "split": split,
+                "model": model_dir,
+                "baseline_model": baseline_model_dir or None,
+                "label": label,
+                "label_classes": classes,
+                "overall": overall,
+                "baseline_overall": per_slice.get("Overall", {}).get("baseline_metrics"),
+                "slices": slices_out,
+                "confusion_matrix": confusion,
+                "roc": roc,
+            },
+        )
+        decision = {
+            "blessed": blessed,
+            "message": message,
+            "current_model": model_dir,
+            "baseline_model": baseline_model_dir or None,
+            "failures": [f["text"] for f in failures],
+        }
+        (eval_stage / "report.html").write_text(
+            _report_html(split, model_dir, baseline_model_dir, per_slice, confusion, threshold_rows, decision),
+            encoding="utf-8",
+        )
+        (bless_stage / ("BLESSED" if blessed else "NOT_BLESSED")).touch()
+        write_json(bless_stage / "blessing.json", decision)
+
+    return {
+        "blessed": blessed,
+        "message": message,
+        "metrics": overall,
+        "slices": len(per_slice),
+        "confusion_matrix": confusion,
+        "roc": roc,
+    }
+
+
+# --- inputs ---------------------------------------------------------------------------------------------------
+
+
+def _check_model(path: str, what: str, label: str, num_classes: int, classes: list[str], examples_dir: str) -> None:
+    root = Path(path)
+    if not (root / "saved_model.pb").is_file():
+        raise SlipwayError(f"{what} {path}: no saved_model.pb (not a TF SavedModel folder)")
+    meta_path = root / MODEL_META
+    if not meta_path.is_file():
+        return  # a foreign SavedModel: trust the examples' label description
+    model_meta = read_json(meta_path)
+    model_k = model_meta.get("num_classes")
+    if model_k is not None and int(model_k) != num_classes:
+        raise SlipwayError(
+            f"{what} {path}: model has {model_k} classes but examples {examples_dir} have {num_classes}"
+        )
+    model_classes = model_meta.get("label_classes")
+    if model_classes and [str(c) for c in model_classes] != classes:
+        raise SlipwayError(
+            f"{what} {path}: label_classes {model_classes} differ from examples {examples_dir} ({classes})"
+        )
+    model_label = model_meta.get("label")
+    if model_label and model_label != label:
+        raise SlipwayError(f"{what} {path}: trained on label '{model_label}', examples {examples_dir} have '{label}'")
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SlipwayError(f"evaluate settings: {where} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _parse_thresholds(raw: dict, metric_names: list[str]) -> dict:
+    if not isinstance(raw, dict):
+        raise SlipwayError("evaluate settings: thresholds must be a mapping {metric name: {...}}")
+    parsed = {}
+    for name, spec in raw.items():
+        if name not in metric_names:
+            raise SlipwayError(
+                f"evaluate settings: threshold on unknown metric '{name}' (available: {', '.join(metric_names)})"
+            )
+        if not isinstance(spec, dict) or not spec:
+            raise SlipwayError(f"evaluate settings: thresholds.{name} must be a non-empty mapping")
+        unknown = set(spec) - THRESHOLD_KEYS
+        if unknown:
+            raise SlipwayError(f"evaluate settings: thresholds.{name}: unknown keys {sorted(unknown)}")
+        entry = {}
+        for bound in ("lower_bound", "upper_bound"):
+            if spec.get(bound) is not None:
+                entry[bound] = _number(spec[bound], f"thresholds.{name}.{bound}")
+        if spec.get("change") is not None:
+            change = spec["change"]
+            if not isinstance(change, dict):
+                raise SlipwayError(f"evaluate settings: thresholds.{name}.change must be a mapping")
+            unknown = set(change) - CHANGE_KEYS
+            if unknown:
+                raise SlipwayError(f"evaluate settings: thresholds.{name}.change: unknown keys {sorted(unknown)}")
+            direction = change.get("direction", "higher_is_better")
+            if direction not in DIRECTIONS:
+                raise SlipwayError(
+                    f"evaluate settings: thresholds.{name}.change.direction must be one of {sorted(DIRECTIONS)}"
+                )
+            parsed_change = {"direction": direction}
+            for key in ("absolute", "relative"):
+                if change.get(key) is not None:
+                    parsed_change[key] = _number(change[key], f"thresholds.{name}.change.{key}")
+            if len(parsed_change) == 1:
+                raise SlipwayError(f"evaluate settings: thresholds.{name}.change needs 'absolute' and/or 'relative'")
+            entry["change"] = parsed_change
+        if not entry:
+            raise SlipwayError(f"evaluate settings: thresholds.{name} sets no bound and no change")
+        parsed[name] = entry
+    return parsed
+
+
+def _parse_slices(raw: list, columns: dict, examples_dir: str, label: str) -> list[list[str]]:
+    if not isinstance(raw, list):
+        raise SlipwayError("evaluate settings: slices must be a list of feature lists, e.g. [['f1'], ['f1', 'f2']]")
+    out = []
+    for entry in raw:
+        keys = [entry] if isinstance(entry, str) else entry
+        if not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k for k in keys):
+            raise SlipwayError(f"evaluate settings: slice {entry!r} must be a non-empty list of feature names")
+        for key in keys:
+            if columns and key not in columns:
+                raise SlipwayError(
+                    f"evaluate settings: slice feature '{key}' is not a column of examples {examples_dir} "
+                    f"(columns: {', '.join(sorted(columns))})"
+                )
+            if key == label:
+                raise SlipwayError(f"evaluate settings: cannot slice on the label '{label}'")
+        if keys not in out:
+            out.append(list(keys))
+    return out
+
+
+# --- TFMA -----------------------------------------------------------------------------------------------------
+
+
+def _eval_config(label, metrics, binary, thresholds, slices, has_baseline):
+    import tensorflow_model_analysis as tfma
+
+    if has_baseline:
+        model_specs = [
+            tfma.ModelSpec(name=CANDIDATE, signature_name=SIGNATURE, label_key=label),
+            tfma.ModelSpec(name=BASELINE, signature_name=SIGNATURE, label_key=label, is_baseline=True),
+        ]
+    else:
+        model_specs = [tfma.ModelSpec(signature_name=SIGNATURE, label_key=label)]
+
+    configs = []
+    for class_name, name in metrics:
+        config = tfma.MetricConfig(class_name=class_name)
+        threshold = _metric_threshold(thresholds.get(name), has_baseline)
+        if threshold is not None:
+            # Gate on the overall slice only: MetricConfig.threshold would apply to every feature slice, and a
+            # handful of rows in one slice would then block the blessing.
+            config.per_slice_thresholds.add(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
+        configs.append(config)
+    for class_name in BINARY_PLOTS if binary else MULTICLASS_PLOTS:
+        configs.append(tfma.MetricConfig(class_name=class_name))
+
+    return tfma.EvalConfig(
+        model_specs=model_specs,
+        metrics_specs=[tfma.MetricsSpec(metrics=configs)],
+        slicing_specs=[tfma.SlicingSpec()] + [tfma.SlicingSpec(feature_keys=keys) for keys in slices],
+        options=tfma.Options(include_default_metrics={"value": False}),
+    )
+
+
+def _metric_threshold(spec: dict | None, has_baseline: bool):
+    import tensorflow_model_analysis as tfma
+
+    if not spec:
+        return None
+    threshold = tfma.MetricThreshold()
+    has_any = False
+    if "lower_bound" in spec or "upper_bound" in spec:
+        value = tfma.GenericValueThreshold()
+        if "lower_bound" in spec:
+            value.lower_bound.value = spec["lower_bound"]
+        if "upper_bound" in spec:
+            value.upper_bound.value = spec["upper_bound"]
+        threshold.value_threshold.CopyFrom(value)
+        has_any = True
+    if "change" in spec and has_baseline:  # without a baseline, change thresholds are skipped (rubber stamp)
+        change = spec["change"]
+        direction = (
+            tfma.MetricDirection.HIGHER_IS_BETTER
+            if change["direction"] == "higher_is_better"
+            else tfma.MetricDirection.LOWER_IS_BETTER
+        )
+        generic = tfma.GenericChangeThreshold(direction=direction)
+        if "absolute" in change:
+            generic.absolute.value = change["absolute"]
+        if "relative" in change:
+            generic.relative.value = change["relative"]
+        threshold.change_threshold.CopyFrom(generic)
+        has_any = True
+    return threshold if has_any else None
+
+
+def _run_tfma(eval_config, model_dir, baseline_model_dir, files, output_dir: Path, data_dir: Path) -> None:
+    import tensorflow_model_analysis as tfma
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    if baseline_model_dir:
+        shared = [
+            tfma.default_eval_shared_model(model_dir, eval_config=eval_config, model_name=CANDIDATE),
+            tfma.default_eval_shared_model(baseline_model_dir, eval_config=eval_config, model_name=BASELINE),
+        ]
+    else:
+        # TFX semantics: without a baseline the candidate is "rubber stamped" (change thresholds not checked).
+        shared = tfma.default_eval_shared_model(model_dir, eval_config=eval_config, rubber_stamp=True)
+    options = PipelineOptions(
+        ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"]
+    )
+    # One glob over the split's gzip shards (compression is detected from the .gz suffix).
+    pattern = str(data_dir / f"*{Path(files[0]).suffix}")
+    output_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        tfma.run_model_analysis(
+            eval_shared_model=shared,
+            eval_config=eval_config,
+            data_location=pattern,
+            file_format="tfrecords",
+            output_path=str(output_dir),
+            pipeline_options=options,
+        )
+    except Exception as exc:  # TFMA/Beam wrap model errors in long traces: give one line that names the input
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SlipwayError(f"model {model_dir}: TFMA evaluation on {pattern} failed: {first[:500]}") from exc
+
+
+def _slice_name(slice_key) -> str:
+    parts = []
+    for key in slice_key.single_slice_keys:
+        kind = key.WhichOneof("kind")
+        value = getattr(key, kind) if kind else ""
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, float):
+            value = f"{value:g}"
+        parts.append(f"{key.column}={value}")
+    return ", ".join(parts) if parts else "Overall"
+
+
+def _double(value) -> float | None:
+    if value.WhichOneof("type") != "double_value":
+        return None
+    number = float(value.double_value.value)
+    return number if math.isfinite(number) else None
+
+
+def _load_metrics(tfma_dir: Path, has_baseline: bool) -> dict:
+    """{slice name: {"metrics": {...}, "baseline_metrics": {...}|absent, "diff": {...}|absent}}, Overall first."""
+    import tensorflow_model_analysis as tfma
+
+    out: dict[str, dict] = {}
+    for record in tfma.load_metrics(str(tfma_dir)):
+        entry = out.setdefault(_slice_name(record.slice_key), {"metrics": {}})
+        for kv in record.metric_keys_and_values:
+            number = _double(kv.value)
+            if number is None:
+                continue
+            key = kv.key
+            if key.sub_key.ByteSize():
+                continue  # per-class/top-k sub keys are not configured; skip if TFMA adds any
+            if has_baseline and key.model_name == BASELINE:
+                target = "baseline_metrics" if not key.is_diff else None
+            elif key.is_diff:
+                target = "diff"
+            else:
+                target = "metrics"
+            if target:
+                entry.setdefault(target, {})[key.name] = number
+    ordered = {}
+    if "Overall" in out:
+        ordered["Overall"] = out.pop("Overall")
+    for name in sorted(out):
+        ordered[name] = out[name]
+    return ordered
+
+
+def _load_plots(tfma_dir: Path, has_baseline: bool) -> dict:
+    """{slice name: PlotData of the candidate model}."""
+    import tensorflow_model_analysis as tfma
+
+    out = {}
+    for record in tfma.load_plots(str(tfma_dir)):
+        for kv in record.plot_keys_and_values:
+            if has_baseline and kv.key.model_name == BASELINE:
+                continue
+            out[_slice_name(record.slice_key)] = kv.value
+    return out
+
+
+def _confusion_matrix(plot, classes: list[str], binary: bool) -> dict:
+    k = len(classes)
+    matrix = [[0] * k for _ in range(k)]
+    if plot is None:
+        return {"categories": classes, "matrix": matrix}
+    if binary:
+        matrices = list(plot.confusion_matrix_at_thresholds.matrices)
+        if matrices:
+            at = min(matrices, key=lambda m: abs(m.threshold - 0.5))
+            # rows: actual class, columns: predicted class ([[TN, FP], [FN, TP]])
+            matrix = [
+                [round(at.true_negatives), round(at.false_positives)],
+                [round(at.false_negatives), round(at.true_positives)],
+            ]
+        return {"categories": classes, "matrix": matrix}
+    matrices = list(plot.multi_class_confusion_matrix_at_thresholds.matrices)
+    if matrices:
+        at = min(matrices, key=lambda m: abs(m.threshold))
+        for entry in at.entries:
+            actual, predicted = int(entry.actual_class_id), int(entry.predicted_class_id)
+            if 0 <= actual < k and 0 <= predicted < k:
+                matrix[actual][predicted] += round(entry.num_weighted_examples)
+    return {"categories": classes, "matrix": matrix}
+
+
+def _roc(plot) -> dict | None:
+    if plot is None:
+        return None
+    points = []
+    for m in plot.confusion_matrix_at_thresholds.matrices:
+        fpr, tpr = float(m.false_positive_rate), float(m.recall)
+        if math.isfinite(fpr) and math.isfinite(tpr):
+            points.append((float(m.threshold), fpr, tpr))
+    if not points:
+        return None
+    if len(points) > ROC_MAX_POINTS:
+        step = (len(points) - 1) / (ROC_MAX_POINTS - 1)
+        points = [points[round(i * step)] for i in range(ROC_MAX_POINTS)]
+    return {
+        "fpr": [p[1] for p in points],
+        "tpr": [p[2] for p in points],
+        "thresholds": [p[0] for p in points],
+    }
+
+
+# --- blessing ---------------------------------------------------------------------------------------------------
+
+
+def _describe_threshold(threshold) -> str:
+    if threshold.HasField("value_threshold"):
+        v = threshold.value_threshold
+        parts = []
+        if v.HasField("lower_bound"):
+            parts.append(f">= {v.lower_bound.value:g}")
+        if v.HasField("upper_bound"):
+            parts.append(f"<= {v.upper_bound.value:g}")
+        return "value " + " and ".join(parts)
+    if threshold.HasField("change_threshold"):
+        import tensorflow_model_analysis as tfma
+
+        c = threshold.change_threshold
+        op = ">=" if c.direction == tfma.MetricDirection.HIGHER_IS_BETTER else "<="
+        parts = []
+        if c.HasField("absolute"):
+            parts.append(f"candidate - baseline {op} {c.absolute.value:g}")
+        if c.HasField("relative"):
+            parts.append(f"(candidate - baseline) / baseline {op} {c.relative.value:g}")
+        return "change " + " and ".join(parts)
+    return "threshold"
+
+
+def _failures(validation) -> list[dict]:
+    failures = []
+    for per_slice in validation.metric_validations_per_slice:
+        slice_name = _slice_name(per_slice.slice_key)
+        for failure in per_slice.failures:
+            value = _double(failure.metric_value)
+            kind = "change" if failure.metric_threshold.HasField("change_threshold") else "value"
+            what = "change vs baseline" if kind == "change" else "value"
+            shown = f"{value:.4g}" if value is not None else "n/a"
+            text = (
+                f"{failure.metric_key.name} on slice {slice_name}: {what} {shown} fails "
+                f"{_describe_threshold(failure.metric_threshold)}"
+            )
+            failures.append({"metric": failure.metric_key.name, "kind": kind, "slice": slice_name, "text": text})
+    return failures
+
+
+def _threshold_rows(thresholds: dict, has_baseline: bool, failures: list[dict]) -> list[dict]:
+    rows = []
+    for name, spec in thresholds.items():
+        if "lower_bound" in spec or "upper_bound" in spec:
+            parts = []
+            if "lower_bound" in spec:
+                parts.append(f">= {spec['lower_bound']:g}")
+            if "upper_bound" in spec:
+                parts.append(f"<= {spec['upper_bound']:g}")
+            failed = [f for f in failures if f["metric"] == name and f["kind"] == "value"]
+            rows.append(
+                {
+                    "metric": name,
+                    "threshold": "value " + " and ".join(parts),
+                    "status": "failed" if failed else "passed",
+                    "detail": "; ".join(f["slice"] for f in failed),
+                }
+            )
+        if "change" in spec:
+            change = spec["change"]
+            op = ">=" if change["direction"] == "higher_is_better" else "<="
+            parts = []
+            if "absolute" in change:
+                parts.append(f"candidate - baseline {op} {change['absolute']:g}")
+            if "relative" in change:
+                parts.append(f"relative change {op} {change['relative']:g}")
+            failed = [f for f in failures if f["metric"] == name and f["kind"] == "change"]
+            status = ("failed" if failed else "passed") if has_baseline else "skipped"
+            rows.append(
+                {
+                    "metric": name,
+                    "threshold": "change " + " and ".join(parts),
+                    "status": status,
+                    "detail": "; ".join(f["slice"] for f in failed) if has_baseline else "no baseline model",
+                }
+            )
+    return rows
+
+
+# --- report -----------------------------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
+table{border-collapse:collapse;margin:8px 0 20px}th,td{border:1px solid #ccc;padding:4px 10px;text-align:right}
+th{background:#f3f3f3}td.l,th.l{text-align:left}.passed{color:#176c2f}.failed{color:#b00020;font-weight:bold}
+.skipped{color:#777}.banner{padding:10px 14px;border-radius:6px;margin:10px 0 20px;font-weight:bold}
+.yes{background:#e3f6e8;color:#176c2f}.no{background:#fde7ea;color:#b00020}
+"""
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return html.escape(str(value))
+
+
+def _report_html(split, model_dir, baseline_dir, per_slice, confusion, threshold_rows, decision) -> str:
+    e = html.escape
+    out = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Slipway evaluation</title>",
+        f"<style>{_CSS}</style></head><body>",
+        "<h1>Model evaluation</h1>",
+        f"<p>Model: <code>{e(model_dir)}</code><br>Baseline: <code>{e(baseline_dir or 'none')}</code>"
+        f"<br>Split: <code>{e(split)}</code></p>",
+        f"<div class='banner {'yes' if decision['blessed'] else 'no'}'>"
+        f"{'BLESSED' if decision['blessed'] else 'NOT BLESSED'}: {e(decision['message'])}</div>",
+    ]
+    overall = per_slice.get("Overall", {})
+    names = sorted({n for entry in per_slice.values() for n in entry.get("metrics", {})})
+    out.append("<h2>Overall metrics</h2><table><tr><th class='l'>metric</th><th>candidate</th>")
+    if baseline_dir:
+        out.append("<th>baseline</th><th>diff</th>")
+    out.append("</tr>")
+    for name in names:
+        out.append(f"<tr><td class='l'>{e(name)}</td><td>{_fmt(overall.get('metrics', {}).get(name))}</td>")
+        if baseline_dir:
+            out.append(
+                f"<td>{_fmt(overall.get('baseline_metrics', {}).get(name))}</td>"
+                f"<td>{_fmt(overall.get('diff', {}).get(name))}</td>"
+            )
+        out.append("</tr>")
+    out.append("</table>")
+
+    out.append("<h2>Thresholds</h2>")
+    if threshold_rows:
+        out.append("<table><tr><th class='l'>metric</th><th class='l'>threshold</th><th class='l'>result</th>"
+                   "<th class='l'>failing slices / note</th></tr>")
+        for row in threshold_rows:
+            out.append(
+                f"<tr><td class='l'>{e(row['metric'])}</td><td class='l'>{e(row['threshold'])}</td>"
+                f"<td class='l {row['status']}'>{e(row['status'])}</td><td class='l'>{e(row['detail'])}</td></tr>"
+            )
+        out.append("</table>")
+    else:
+        out.append("<p>No thresholds configured: the model is not blessed.</p>")
+    if decision["failures"]:
+        out.append("<ul>" + "".join(f"<li class='failed'>{e(f)}</li>" for f in decision["failures"]) + "</ul>")
+
+    out.append("<h2>Confusion matrix (overall; rows: actual, columns: predicted)</h2><table><tr><th></th>")
+    out.extend(f"<th>{e(c)}</th>" for c in confusion["categories"])
+    out.append("</tr>")
+    for category, row in zip(confusion["categories"], confusion["matrix"], strict=True):
+        out.append(f"<tr><th class='l'>{e(category)}</th>" + "".join(f"<td>{v}</td>" for v in row) + "</tr>")
+    out.append("</table>")
+
+    out.append("<h2>Metrics per slice</h2><table><tr><th class='l'>slice</th>")
+    out.extend(f"<th>{e(n)}</th>" for n in names)
+    out.append("</tr>")
+    for slice_name, entry in per_slice.items():
+        out.append(f"<tr><td class='l'>{e(slice_name)}</td>")
+        out.extend(f"<td>{_fmt(entry.get('metrics', {}).get(n))}</td>" for n in names)
+        out.append("</tr>")
+    out.append("</table></body></html>\n")
+    return "".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: executor.py MODEL EXAMPLES EVALUATION BLESSING [SETTINGS_JSON] [BASELINE] [SPLIT]."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 4:
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    settings = json.loads(args[4]) if len(args) > 4 and args[4] else None
+    result = run(args[0], args[1], args[2], args[3], settings, args[5] if len(args) > 5 else "",
+                 args[6] if len(args) > 6 else "eval")
+    print(json.dumps({k: result[k] for k in ("blessed", "message", "metrics", "slices")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

@@ -1,0 +1,266 @@
+"""Tests for the evaluate component: real TFMA runs on tiny hand-built SavedModels.
+
+Models are built once per module with fixed weights (no training) so results are deterministic: a good and a
+deliberately bad binary classifier, and a good 3-class classifier, each exported like the train component does
+(a serving_default signature over serialized tf.Examples plus model_meta.json).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import slipway  # noqa: F401
+from components.evaluate.executor import run
+from slipway.core.errors import SlipwayError
+from slipway.core.testing import write_examples
+
+N_EVAL = 120
+COLUMNS = {"x1": "float", "x2": "float", "color": "string", "label": "int"}
+
+
+def _rows(n: int, k: int, seed: int) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        x1, x2 = float(rng.normal()), float(rng.normal())
+        y = int(x1 + x2 > 0) if k == 2 else int(np.digitize(x1, [-0.5, 0.5]))
+        if i % 10 == 0:  # ~10% label noise so accuracy is high but not perfect
+            y = (y + 1) % k
+        row = {"x1": x1, "x2": x2, "color": "red" if i % 3 else "blue", "label": y}
+        if i % 17 == 0:
+            row["x2"] = None  # missing values are absent features
+        rows.append(row)
+    return rows
+
+
+def _save_model(path: Path, weights: np.ndarray, bias: np.ndarray, classes: list[str]) -> Path:
+    import tensorflow as tf
+
+    k = len(classes)
+    inputs = tf.keras.Input(shape=(2,))
+    outputs = tf.keras.layers.Dense(1 if k == 2 else k, activation="sigmoid" if k == 2 else "softmax")(inputs)
+    model = tf.keras.Model(inputs, outputs)
+    model.layers[-1].set_weights([weights.astype(np.float32), bias.astype(np.float32)])
+    spec = {
+        "x1": tf.io.FixedLenFeature([], tf.float32, default_value=0.0),
+        "x2": tf.io.FixedLenFeature([], tf.float32, default_value=0.0),
+    }
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve(examples):
+        features = tf.io.parse_example(examples, spec)
+        return {"outputs": model(tf.stack([features["x1"], features["x2"]], axis=1))}
+
+    model.save(str(path), save_format="tf", signatures={"serving_default": serve})
+    (path / "model_meta.json").write_text(json.dumps({"label": "label", "num_classes": k, "label_classes": classes}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluate")
+    binary = ["no", "yes"]
+    three = ["low", "mid", "high"]
+    ex2 = write_examples(root / "ex2", {"eval": _rows(N_EVAL, 2, 1)}, "label", binary, COLUMNS)
+    ex3 = write_examples(root / "ex3", {"eval": _rows(N_EVAL, 3, 2)}, "label", three, COLUMNS)
+    good = _save_model(root / "good2", np.array([[4.0], [4.0]]), np.array([0.0]), binary)
+    bad = _save_model(root / "bad2", np.array([[-4.0], [-4.0]]), np.array([0.0]), binary)
+    good3 = _save_model(root / "good3", np.array([[-6.0, 0.0, 6.0], [0.0, 0.0, 0.0]]), np.array([-3.0, 0.0, -3.0]),
+                        three)
+    return {"root": root, "ex2": str(ex2), "ex3": str(ex3), "good": str(good), "bad": str(bad), "good3": str(good3)}
+
+
+def _evaluate(world, name, model, examples="ex2", settings=None, baseline=""):
+    out = world["root"] / name
+    result = run(world[model], world[examples], str(out / "evaluation"), str(out / "blessing"), settings,
+                 world[baseline] if baseline else "")
+    return result, out / "evaluation", out / "blessing"
+
+
+def _blessing(blessing_dir: Path) -> dict:
+    return json.loads((blessing_dir / "blessing.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def good_run(world):
+    thresholds = {"binary_accuracy": {"lower_bound": 0.8}, "auc": {"lower_bound": 0.8}}
+    settings = {"slices": [["color"]], "thresholds": thresholds}
+    return _evaluate(world, "good", "good", settings=settings)
+
+
+def test_good_binary_model_is_blessed(good_run, world):
+    result, evaluation, blessing = good_run
+    assert result["blessed"] is True
+    assert (blessing / "BLESSED").is_file() and not (blessing / "NOT_BLESSED").exists()
+    assert (blessing / "BLESSED").stat().st_size == 0
+    decision = _blessing(blessing)
+    assert decision["blessed"] is True and decision["failures"] == []
+    assert decision["current_model"] == world["good"] and decision["baseline_model"] is None
+    metrics = result["metrics"]
+    assert 0.8 <= metrics["binary_accuracy"] < 1.0  # 10% label noise
+    assert 0.8 <= metrics["auc"] <= 1.0
+    assert metrics["example_count"] == N_EVAL
+    assert {"precision", "recall", "auc_precision_recall"} <= set(metrics)
+    # no half-written staging folders left next to the outputs
+    assert sorted(p.name for p in evaluation.parent.iterdir()) == ["blessing", "evaluation"]
+
+
+def test_binary_confusion_matrix_and_roc(good_run):
+    result, evaluation, _ = good_run
+    cm = result["confusion_matrix"]
+    assert cm["categories"] == ["no", "yes"]
+    assert sum(map(sum, cm["matrix"])) == N_EVAL
+    accuracy = (cm["matrix"][0][0] + cm["matrix"][1][1]) / N_EVAL
+    assert accuracy == pytest.approx(result["metrics"]["binary_accuracy"], abs=1e-6)
+    roc = result["roc"]
+    assert 10 <= len(roc["fpr"]) == len(roc["tpr"]) == len(roc["thresholds"]) <= 101
+    assert all(0.0 <= v <= 1.0 for v in roc["fpr"] + roc["tpr"])
+    assert roc["tpr"][0] == pytest.approx(1.0) and roc["fpr"][0] == pytest.approx(1.0)
+
+
+def test_slices_and_files(good_run):
+    result, evaluation, _ = good_run
+    assert result["slices"] == 3  # overall + color=red + color=blue
+    metrics = json.loads((evaluation / "metrics.json").read_text())
+    names = [s["slice"] for s in metrics["slices"]]
+    assert names == ["Overall", "color=blue", "color=red"]
+    counts = {s["slice"]: s["metrics"]["example_count"] for s in metrics["slices"]}
+    assert counts["color=blue"] + counts["color=red"] == counts["Overall"] == N_EVAL
+    assert counts["color=blue"] == len(range(0, N_EVAL, 3))
+    assert all("binary_accuracy" in s["metrics"] for s in metrics["slices"])
+    assert metrics["overall"]["binary_accuracy"] == result["metrics"]["binary_accuracy"]
+    assert (evaluation / "tfma" / "eval_config.json").is_file()
+    assert list((evaluation / "tfma").glob("metrics*"))
+    report = (evaluation / "report.html").read_text()
+    assert "<script" not in report and "http" not in report
+    for text in ("BLESSED", "binary_accuracy", "color=red", "passed", "Confusion matrix", "&gt;= 0.8"):
+        assert text in report
+
+
+def test_bad_model_not_blessed(world):
+    settings = {"thresholds": {"binary_accuracy": {"lower_bound": 0.6}}}
+    result, evaluation, blessing = _evaluate(world, "bad", "bad", settings=settings)
+    assert result["blessed"] is False
+    assert result["metrics"]["binary_accuracy"] < 0.3
+    assert (blessing / "NOT_BLESSED").is_file() and not (blessing / "BLESSED").exists()
+    decision = _blessing(blessing)
+    assert decision["blessed"] is False
+    assert len(decision["failures"]) == 1
+    assert "binary_accuracy" in decision["failures"][0] and "Overall" in decision["failures"][0]
+    assert "binary_accuracy" in result["message"]
+    assert "failed" in (evaluation / "report.html").read_text()
+
+
+def test_too_high_bound_fails_on_the_overall_slice_only(world):
+    settings = {"slices": [["color"]], "thresholds": {"auc": {"lower_bound": 0.8},
+                                                       "binary_accuracy": {"lower_bound": 0.99}}}
+    result, _, blessing = _evaluate(world, "toohigh", "good", settings=settings)
+    assert result["blessed"] is False
+    failures = _blessing(blessing)["failures"]
+    assert len(failures) == 1  # feature slices are reported, not gated
+    assert failures[0].startswith("binary_accuracy on slice Overall")
+    assert (blessing / "NOT_BLESSED").is_file()
+
+
+def test_no_thresholds_never_blesses(world):
+    result, evaluation, blessing = _evaluate(world, "nothresholds", "good")
+    assert result["blessed"] is False
+    assert "no thresholds configured" in result["message"]
+    assert (blessing / "NOT_BLESSED").is_file()
+    assert _blessing(blessing)["message"] == result["message"]
+    assert result["metrics"]["binary_accuracy"] > 0.8  # the evaluation itself still ran
+    assert (evaluation / "metrics.json").is_file()
+
+
+CHANGE = {"binary_accuracy": {"lower_bound": 0.0, "change": {"direction": "higher_is_better", "absolute": -0.01}}}
+
+
+def test_change_threshold_against_better_baseline(world):
+    result, evaluation, blessing = _evaluate(world, "baseline", "bad", settings={"thresholds": CHANGE},
+                                             baseline="good")
+    assert result["blessed"] is False
+    decision = _blessing(blessing)
+    assert decision["baseline_model"] == world["good"]
+    assert len(decision["failures"]) == 1
+    assert decision["failures"][0].startswith("binary_accuracy on slice Overall: change vs baseline -0.7")
+    assert decision["failures"][0].endswith("candidate - baseline >= -0.01")
+    metrics = json.loads((evaluation / "metrics.json").read_text())
+    assert metrics["baseline_overall"]["binary_accuracy"] > 0.8
+    assert metrics["overall"]["binary_accuracy"] < 0.3
+    assert metrics["slices"][0]["diff"]["binary_accuracy"] < -0.5
+
+
+def test_change_threshold_skipped_without_baseline(world):
+    result, evaluation, blessing = _evaluate(world, "rubberstamp", "bad", settings={"thresholds": CHANGE})
+    assert result["blessed"] is True
+    assert (blessing / "BLESSED").is_file()
+    assert "change thresholds skipped" in result["message"]
+    assert "skipped" in (evaluation / "report.html").read_text()
+
+
+def test_only_change_thresholds_without_baseline_is_a_rubber_stamp(world):
+    settings = {"thresholds": {"auc": {"change": {"direction": "higher_is_better", "relative": 0.0}}}}
+    result, _, blessing = _evaluate(world, "onlychange", "bad", settings=settings)
+    assert result["blessed"] is True
+    assert "rubber stamp" in result["message"]
+    assert (blessing / "BLESSED").is_file()
+
+
+def test_three_class_model(world):
+    settings = {"thresholds": {"sparse_categorical_accuracy": {"lower_bound": 0.7}}}
+    result, evaluation, blessing = _evaluate(world, "three", "good3", examples="ex3", settings=settings)
+    assert result["blessed"] is True
+    assert 0.7 <= result["metrics"]["sparse_categorical_accuracy"] < 1.0
+    cm = result["confusion_matrix"]
+    assert cm["categories"] == ["low", "mid", "high"]
+    assert len(cm["matrix"]) == 3 and all(len(row) == 3 for row in cm["matrix"])
+    assert sum(map(sum, cm["matrix"])) == N_EVAL
+    diagonal = sum(cm["matrix"][i][i] for i in range(3)) / N_EVAL
+    assert diagonal == pytest.approx(result["metrics"]["sparse_categorical_accuracy"], abs=1e-6)
+    assert result["roc"] is None
+
+
+def test_unknown_metric_is_an_error_and_writes_nothing(world, tmp_path):
+    with pytest.raises(SlipwayError, match="f1_score.*available: .*binary_accuracy"):
+        run(world["good"], world["ex2"], str(tmp_path / "ev"), str(tmp_path / "bl"),
+            {"thresholds": {"f1_score": {"lower_bound": 0.5}}})
+    assert not (tmp_path / "ev").exists() and not (tmp_path / "bl").exists()
+    with pytest.raises(SlipwayError, match="sparse_categorical_accuracy"):
+        run(world["good"], world["ex2"], str(tmp_path / "ev"), str(tmp_path / "bl"),
+            {"thresholds": {"sparse_categorical_accuracy": {"lower_bound": 0.5}}})
+
+
+def test_input_errors(world, tmp_path):
+    ev, bl = str(tmp_path / "ev"), str(tmp_path / "bl")
+    empty = tmp_path / "not_a_model"
+    empty.mkdir()
+    with pytest.raises(SlipwayError, match="saved_model.pb"):
+        run(str(empty), world["ex2"], ev, bl, {})
+    with pytest.raises(SlipwayError, match="split 'test'"):
+        run(world["good"], world["ex2"], ev, bl, {}, split="test")
+    with pytest.raises(SlipwayError, match="3 classes"):
+        run(world["good3"], world["ex2"], ev, bl, {})
+    with pytest.raises(SlipwayError, match="baseline model.*saved_model.pb"):
+        run(world["good"], world["ex2"], ev, bl, {}, baseline_model_dir=str(empty))
+    with pytest.raises(SlipwayError, match="slice feature 'shape'"):
+        run(world["good"], world["ex2"], ev, bl, {"slices": [["shape"]]})
+    assert not (tmp_path / "ev").exists() and not (tmp_path / "bl").exists()
+
+
+def test_failure_during_evaluation_leaves_no_output(world, tmp_path):
+    # a model whose signature cannot parse these examples: the failure happens inside TFMA, after staging began
+    ev = tmp_path / "ev"
+    ev.mkdir()  # an empty placeholder made by the orchestrator is removed too
+    broken = world["root"] / "ex_broken"
+    rows = [{"x1": "text", "x2": 1.0, "label": 0}, {"x1": "more", "x2": 2.0, "label": 1}]
+    write_examples(broken, {"eval": rows}, "label", ["no", "yes"], {"x1": "string", "x2": "float", "label": "int"})
+    with pytest.raises(SlipwayError, match="model .*good2: TFMA evaluation on .*ex_broken") as error:
+        run(world["good"], str(broken), str(ev), str(tmp_path / "bl"),
+            {"thresholds": {"binary_accuracy": {"lower_bound": 0.5}}})
+    assert "\n" not in str(error.value)
+    assert not ev.exists() and not (tmp_path / "bl").exists()
+    assert list(tmp_path.iterdir()) == []
