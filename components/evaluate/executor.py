@@ -130,7 +130,7 @@ def run(
         elif validation.validation_ok:
             blessed = True
             checked = sum(1 for row in threshold_rows if row["status"] != "skipped")
-            message = f"blessed: all {checked} thresholds passed on {len(per_slice)} slice(s)"
+            message = f"blessed: all {checked} thresholds passed on the overall slice ({len(per_slice)} reported)"
             if not has_baseline and any(row["status"] == "skipped" for row in threshold_rows):
                 message += "; change thresholds skipped (no baseline model)"
         else:

@@ -253,9 +253,9 @@ class MlmdLineage:
             component = _prop(execution.custom_properties.get("component")) if execution else None
             record = self._artifact_record(artifact, name)
             nodes.append(LineageNode(record, component, execution.id if execution else None, depth))
-            if execution is None or artifact.id in seen:
-                return
-            seen.add(artifact.id)
+            if execution is None or execution.id in seen:
+                return  # a raw input, or a step already expanded above (one step, several outputs)
+            seen.add(execution.id)
             events = self._store.get_events_by_execution_ids([execution.id])
             inputs = [e for e in events if e.type == pb.Event.INPUT]
             upstream = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in inputs])}

@@ -1,12 +1,14 @@
-"""Helpers for tests: write small Examples folders in the ingest layout without running ingest."""
+"""Helpers for tests: small Examples folders in the ingest layout, a schema and a module file to go with them."""
 
 from __future__ import annotations
 
 import os
+import random
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from slipway.core.artifacts import EXAMPLES_META, shard_name, split_dir, write_json
+from slipway.core.artifacts import EXAMPLES_META, SCHEMA_FILE, shard_name, split_dir, write_json
 
 
 def example_from_row(row: Mapping[str, object]):
@@ -55,3 +57,102 @@ def write_examples(
         },
     )
     return root
+
+
+# -- a small synthetic tabular problem shared by the transform and train tests --------------------
+
+LABEL = "label"
+COLUMNS = {"x": "float", "cat": "string", "n": "int", LABEL: "int"}
+
+# A module file in the TFX convention: fills the missing float, z-scores, vocab for the string.
+MODULE = textwrap.dedent(
+    """
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    LABEL = "label"
+
+    def _fill(x, default):
+        if isinstance(x, tf.sparse.SparseTensor):
+            x = tf.sparse.to_dense(
+                tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1]), default_value=default
+            )
+            return tf.squeeze(x, axis=1)
+        return x
+
+    def preprocessing_fn(inputs):
+        x = _fill(inputs["x"], 0.0)
+        return {
+            "x_xf": tft.scale_to_z_score(x),
+            "cat_xf": tft.compute_and_apply_vocabulary(_fill(inputs["cat"], ""), num_oov_buckets=1,
+                                                       vocab_filename="cat"),
+            "n_xf": tft.scale_to_0_1(tf.cast(_fill(inputs["n"], 0), tf.float32)),
+            LABEL: inputs[LABEL],
+        }
+
+    def hyperparameters():
+        return {"epochs": 2, "batch_size": 32, "hidden": 8}
+
+    def build_keras_model(hparams, tf_transform_output, label_key, num_classes):
+        vocab = tf_transform_output.vocabulary_size_by_name("cat") + 1
+        x = tf.keras.Input(shape=(), name="x_xf", dtype=tf.float32)
+        n = tf.keras.Input(shape=(), name="n_xf", dtype=tf.float32)
+        cat = tf.keras.Input(shape=(), name="cat_xf", dtype=tf.int64)
+        onehot = tf.one_hot(cat, vocab)
+        h = tf.keras.layers.Concatenate()([tf.stack([x, n], axis=1), onehot])
+        h = tf.keras.layers.Dense(int(hparams["hidden"]), activation="relu")(h)
+        if num_classes == 2:
+            out = tf.keras.layers.Dense(1, activation="sigmoid")(h)
+            loss, metrics = "binary_crossentropy", ["binary_accuracy", tf.keras.metrics.AUC(name="auc")]
+        else:
+            out = tf.keras.layers.Dense(num_classes, activation="softmax")(h)
+            loss, metrics = "sparse_categorical_crossentropy", ["sparse_categorical_accuracy"]
+        model = tf.keras.Model({"x_xf": x, "n_xf": n, "cat_xf": cat}, out)
+        model.compile(tf.keras.optimizers.Adam(hparams["learning_rate"]), loss=loss, metrics=metrics)
+        return model
+    """
+)
+
+
+def rows(count: int, num_classes: int = 2, seed: int = 0) -> list[dict]:
+    """Rows where the label depends on x and cat; x is missing in about 10% of rows."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        label = rng.randrange(num_classes)
+        x = rng.gauss(2.0 * label, 1.0)
+        cat = ["a", "b", "c"][label] if rng.random() < 0.7 else rng.choice(["a", "b", "c", "d"])
+        out.append({"x": None if rng.random() < 0.1 else x, "cat": cat, "n": rng.randrange(10), LABEL: label})
+    return out
+
+
+def write_schema(schema_dir: Path) -> Path:
+    import tensorflow as tf
+    from google.protobuf import text_format
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    spec = {
+        "x": tf.io.VarLenFeature(tf.float32),
+        "cat": tf.io.FixedLenFeature([], tf.string),
+        "n": tf.io.FixedLenFeature([], tf.int64),
+        LABEL: tf.io.FixedLenFeature([], tf.int64),
+    }
+    schema = schema_utils.schema_from_feature_spec(spec)
+    schema_dir.mkdir(parents=True, exist_ok=True)
+    (schema_dir / SCHEMA_FILE).write_text(text_format.MessageToString(schema), encoding="utf-8")
+    return schema_dir
+
+
+def make_inputs(root: Path, num_classes: int = 2, train: int = 300, eval_: int = 100) -> dict:
+    """Examples, schema and module file under root; returns their paths."""
+    classes = [f"class{i}" for i in range(num_classes)]
+    examples = write_examples(
+        root / "examples",
+        {"train": rows(train, num_classes, 1), "eval": rows(eval_, num_classes, 2)},
+        LABEL,
+        classes,
+        COLUMNS,
+    )
+    module = root / "module.py"
+    module.write_text(MODULE, encoding="utf-8")
+    return {"examples": examples, "schema": write_schema(root / "schema"), "module": module}

@@ -1,0 +1,43 @@
+"""KFP interface of train: a thin lightweight component; the work is in executor.py."""
+
+from kfp import dsl
+from kfp.dsl import Artifact, Dataset, Input, Model, Output
+
+from slipway.core.images import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def train(
+    transformed_examples: Input[Dataset],
+    transform_graph: Input[Artifact],
+    module_file: str,
+    model: Output[Model],
+    tensorboard: Output[Artifact],
+    hyperparameters: str = "{}",
+):
+    """Train the module's build_keras_model on transformed examples; export a serving SavedModel.
+
+    The serving signature takes serialized raw tf.Example and applies the TFT layer. hyperparameters is a
+    JSON object merged over the module's hyperparameters() defaults.
+    """
+    import json
+
+    from slipway.components.train import executor
+    from slipway.core.errors import SlipwayError
+    from slipway.core.step import Step
+
+    with Step("train", {"module_file": module_file, "hyperparameters": hyperparameters}) as step:
+        step.input("transformed_examples", "Examples", transformed_examples)
+        step.input("transform_graph", "TransformGraph", transform_graph)
+        step.input_file("module_file", "ModuleFile", module_file)
+        try:
+            hparams = json.loads(hyperparameters or "{}")
+        except json.JSONDecodeError as exc:
+            raise SlipwayError(f"hyperparameters: not valid JSON ({exc.msg} at position {exc.pos})") from None
+        if not isinstance(hparams, dict):
+            raise SlipwayError("hyperparameters: expected a JSON object")
+        meta = executor.run(
+            transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path, hparams
+        )
+        step.output("model", "Model", model, meta)
+        step.output("tensorboard", "TensorBoardLogs", tensorboard)

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import slipway  # noqa: F401
+from slipway.components.train.executor import resolve_hyperparameters, run
+from slipway.components.transform import executor as transform
+from slipway.core import testing as testdata
+from slipway.core.errors import SlipwayError
+from slipway.core.modules import load_module
+from slipway.core.testing import example_from_row
+
+
+def _transformed(root, num_classes):
+    inputs = testdata.make_inputs(root, num_classes=num_classes)
+    transform.run(
+        str(inputs["examples"]),
+        str(inputs["schema"]),
+        str(inputs["module"]),
+        str(root / "graph"),
+        str(root / "transformed"),
+    )
+    return inputs
+
+
+@pytest.fixture(scope="module")
+def binary(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train_binary")
+    inputs = _transformed(root, 2)
+    result = run(
+        str(root / "transformed"),
+        str(root / "graph"),
+        str(inputs["module"]),
+        str(root / "model"),
+        str(root / "tb"),
+        {"epochs": 2},
+    )
+    return root, inputs, result
+
+
+def _serve(model_dir, rows):
+    import tensorflow as tf
+
+    loaded = tf.saved_model.load(str(model_dir))
+    fn = loaded.signatures["serving_default"]
+    serialized = tf.constant([example_from_row(r).SerializeToString() for r in rows])
+    return fn(examples=serialized)["outputs"].numpy()
+
+
+def test_binary_model_trains_and_serves_raw_examples(binary):
+    root, _, result = binary
+    assert result["train_steps"] == 2 * 10  # 300 rows / batch 32 -> 10 steps, 2 epochs
+    assert result["steps_per_second"] > 0
+    assert result["hyperparameters"]["batch_size"] == 32  # from the module's hyperparameters()
+    assert result["hyperparameters"]["learning_rate"] == 0.001  # the default
+    assert "val_loss" in result["metrics"] and "auc" in result["metrics"]
+
+    model = root / "model"
+    assert (model / "saved_model.pb").is_file()
+    meta = json.loads((model / "model_meta.json").read_text())
+    assert meta["label"] == "label" and meta["num_classes"] == 2
+    assert meta["raw_features"] == ["cat", "n", "x"]
+    assert meta["train_steps"] == 20 and meta["final_metrics"] == result["metrics"]
+
+    rows = [
+        {"x": 3.0, "cat": "b", "n": 4},
+        {"x": -1.0, "cat": "a", "n": 1},
+        {"cat": "zzz", "n": 2},  # missing float, unseen category
+        {"x": 0.5, "cat": "c", "n": 9},
+    ]
+    probs = _serve(model, rows)
+    assert probs.shape == (4, 1)
+    assert np.all((probs >= 0) & (probs <= 1))
+    assert probs[0, 0] > probs[1, 0]  # the label follows x
+
+    events = list((root / "tb").rglob("events.out.tfevents.*"))
+    assert events, "no TensorBoard event files"
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]
+
+
+def test_fewer_epochs_fewer_steps(binary, tmp_path):
+    root, inputs, result = binary
+    one = run(
+        str(root / "transformed"),
+        str(root / "graph"),
+        str(inputs["module"]),
+        str(tmp_path / "model"),
+        str(tmp_path / "tb"),
+        json.dumps({"epochs": 1, "batch_size": 100}),
+    )
+    assert one["train_steps"] == 3
+    assert one["train_steps"] < result["train_steps"]
+
+
+def test_multiclass_outputs_sum_to_one(tmp_path):
+    _transformed(tmp_path, 3)
+    result = run(
+        str(tmp_path / "transformed"),
+        str(tmp_path / "graph"),
+        str(tmp_path / "module.py"),
+        str(tmp_path / "model"),
+        str(tmp_path / "tb"),
+        {"epochs": 1, "batch_size": 64},
+    )
+    assert result["train_steps"] == 5
+    probs = _serve(tmp_path / "model", testdata.rows(7, num_classes=3, seed=5))
+    assert probs.shape == (7, 3)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        ({"epochs": 0}, "'epochs': must be a positive integer"),
+        ({"batch_size": "big"}, "'batch_size': must be a positive integer"),
+        ({"learning_rate": -1}, "'learning_rate': must be a positive number"),
+        ({"hidden": object()}, "'hidden': unsupported value"),
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "expected a JSON object"),
+    ],
+)
+def test_bad_hyperparameters(binary, given, message):
+    _, inputs, _ = binary
+    module = load_module(inputs["module"], required=("build_keras_model",))
+    with pytest.raises(SlipwayError, match=message):
+        resolve_hyperparameters(module, given)
+
+
+def test_bad_hyperparameter_leaves_no_output(binary, tmp_path):
+    root, inputs, _ = binary
+    with pytest.raises(SlipwayError, match="'epochs'"):
+        run(
+            str(root / "transformed"),
+            str(root / "graph"),
+            str(inputs["module"]),
+            str(tmp_path / "model"),
+            str(tmp_path / "tb"),
+            {"epochs": -2},
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_module_without_build_keras_model(binary, tmp_path):
+    root, _, _ = binary
+    module = tmp_path / "m.py"
+    module.write_text("def preprocessing_fn(inputs):\n    return inputs\n")
+    with pytest.raises(SlipwayError, match="does not define build_keras_model"):
+        run(str(root / "transformed"), str(root / "graph"), str(module), str(tmp_path / "model"), str(tmp_path / "tb"))
+    assert not (tmp_path / "model").exists()

@@ -1,0 +1,31 @@
+"""KFP interface of transform: a thin lightweight component; the work is in executor.py."""
+
+from kfp import dsl
+from kfp.dsl import Artifact, Dataset, Input, Output
+
+from slipway.core.images import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def transform(
+    examples: Input[Dataset],
+    schema: Input[Artifact],
+    module_file: str,
+    transform_graph: Output[Artifact],
+    transformed_examples: Output[Dataset],
+):
+    """TFT on Beam: analyse the train split with the module's preprocessing_fn and apply it to every split.
+
+    Writes the transform graph (with the raw schema under metadata/) and transformed examples in the same
+    Split-<name>/ layout as the input.
+    """
+    from slipway.components.transform import executor
+    from slipway.core.step import Step
+
+    with Step("transform", {"module_file": module_file}) as step:
+        step.input("examples", "Examples", examples)
+        step.input("schema", "Schema", schema)
+        step.input_file("module_file", "ModuleFile", module_file)
+        meta = executor.run(examples.path, schema.path, module_file, transform_graph.path, transformed_examples.path)
+        step.output("transform_graph", "TransformGraph", transform_graph, {"raw_features": meta.get("raw_features")})
+        step.output("transformed_examples", "Examples", transformed_examples, meta)

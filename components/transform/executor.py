@@ -1,0 +1,237 @@
+"""Transform: fit the user's TFT preprocessing_fn on the train split and apply it to every split.
+
+Inputs: an Examples folder (ingest layout), a schema folder (schema.pbtxt) and a module file defining
+`preprocessing_fn(inputs) -> dict`. Outputs: a TFT transform graph folder (readable with
+`tft.TFTransformOutput`, raw schema included) and a transformed Examples folder in the same layout.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
+from slipway.core.artifacts import (
+    EXAMPLES_META,
+    SCHEMA_FILE,
+    examples_meta,
+    split_dir,
+    split_names,
+    split_pattern,
+    staged_output,
+    write_json,
+)
+from slipway.core.errors import SlipwayError
+from slipway.core.modules import load_module
+
+TRAIN_SPLIT = "train"
+# Written beside the TFT output: which raw features the transform graph reads (serving needs only those).
+TRANSFORM_INFO = "slipway_transform.json"
+SHARD_PREFIX = "data_tfrecord"
+
+
+def load_schema(schema_dir: str | os.PathLike):
+    """The TFDV schema (tensorflow_metadata Schema proto) from <schema_dir>/schema.pbtxt."""
+    from google.protobuf import text_format
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    path = Path(schema_dir) / SCHEMA_FILE
+    if not path.is_file():
+        raise SlipwayError(f"schema {schema_dir}: {SCHEMA_FILE} is missing")
+    schema = schema_pb2.Schema()
+    try:
+        text_format.Parse(path.read_text(encoding="utf-8"), schema)
+    except text_format.ParseError as exc:
+        raise SlipwayError(f"schema {path}: cannot be parsed: {exc}") from exc
+    if not schema.feature:
+        raise SlipwayError(f"schema {path}: has no features")
+    return schema
+
+
+def _check_label_passthrough(preprocessing_fn, feature_spec: dict, label: str, module_file: str) -> list[str]:
+    """Trace preprocessing_fn once on placeholders (cheap) and check that it returns the label.
+
+    Returns the output keys, or [] if tracing outside of a TFT context was not possible (then the check is
+    repeated on the written transform graph).
+    """
+    import tensorflow as tf
+    from tensorflow_transform import impl_helper
+
+    try:
+        with tf.compat.v1.Graph().as_default():
+            inputs = impl_helper.batched_placeholders_from_specs(feature_spec)
+            outputs = preprocessing_fn(dict(inputs))
+    except Exception:  # the real run reports the user's error with TFT's context
+        return []
+    if not isinstance(outputs, dict):
+        raise SlipwayError(
+            f"module file {module_file}: preprocessing_fn must return a dict, got {type(outputs).__name__}"
+        )
+    if label not in outputs:
+        raise SlipwayError(f"module file {module_file}: preprocessing_fn must pass the label '{label}' through")
+    return sorted(outputs)
+
+
+def _count_records(folder: Path) -> int:
+    import tensorflow as tf
+
+    files = sorted(str(p) for p in folder.glob("*.gz"))
+    if not files:
+        return 0
+    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
+
+
+def run(
+    examples_dir: str,
+    schema_dir: str,
+    module_file: str,
+    transform_graph_dir: str,
+    transformed_examples_dir: str,
+) -> dict:
+    """Analyse on the train split, transform every split; return split counts and feature names."""
+    started = time.monotonic()
+    module = load_module(module_file, required=("preprocessing_fn",))
+    schema = load_schema(schema_dir)
+    meta = examples_meta(examples_dir)
+    label = meta.get("label")
+    splits = split_names(examples_dir)
+    if TRAIN_SPLIT not in splits:
+        raise SlipwayError(f"examples {examples_dir}: no '{TRAIN_SPLIT}' split to analyse (found {splits})")
+    for split in splits:
+        pattern_dir = split_dir(examples_dir, split)
+        if not any(pattern_dir.glob("*.gz")):
+            raise SlipwayError(f"examples {examples_dir}: split '{split}' has no TFRecord files")
+
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    raw_feature_spec = schema_utils.schema_as_feature_spec(schema).feature_spec
+    if label and label not in raw_feature_spec:
+        raise SlipwayError(f"schema {schema_dir}: the label '{label}' is not in the schema")
+    if label:
+        _check_label_passthrough(module.preprocessing_fn, raw_feature_spec, label, module_file)
+
+    with staged_output(transform_graph_dir) as graph_out, staged_output(transformed_examples_dir) as data_out:
+        _run_beam(module.preprocessing_fn, schema, examples_dir, splits, str(graph_out), data_out)
+
+        import tensorflow_transform as tft
+
+        tft_output = tft.TFTransformOutput(str(graph_out))
+        transformed_spec = tft_output.transformed_feature_spec()
+        if label and label not in transformed_spec:
+            raise SlipwayError(f"module file {module_file}: preprocessing_fn must pass the label '{label}' through")
+        counts = {split: _count_records(split_dir(data_out, split)) for split in splits}
+        write_json(
+            Path(graph_out) / TRANSFORM_INFO,
+            {
+                "label": label,
+                "raw_features": sorted(raw_feature_spec),
+                "transform_input_columns": _transform_inputs(module.preprocessing_fn, raw_feature_spec),
+                "transformed_features": sorted(transformed_spec),
+            },
+        )
+        columns = {name: _spec_kind(spec) for name, spec in sorted(transformed_spec.items())}
+        write_json(
+            Path(data_out) / EXAMPLES_META,
+            {
+                "format": "tfrecord_gzip_tf_example",
+                "splits": counts,
+                "label": label,
+                "label_classes": meta.get("label_classes", []),
+                "num_classes": meta.get("num_classes", len(meta.get("label_classes", []))),
+                "columns": columns,
+                "transformed": True,
+            },
+        )
+
+    return {
+        "splits": counts,
+        "transformed_features": sorted(transformed_spec),
+        "raw_features": sorted(raw_feature_spec),
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def _transform_inputs(preprocessing_fn, raw_feature_spec: dict) -> list[str]:
+    """The raw features the transform graph needs to compute its outputs (all of them if unknown)."""
+    import tensorflow_transform as tft
+    from tensorflow_transform import impl_helper
+
+    try:
+        specs = impl_helper.get_type_specs_from_feature_specs(raw_feature_spec)
+        return sorted(tft.get_transform_input_columns(preprocessing_fn, specs))
+    except Exception:  # tracing again should not fail after a successful run; be safe anyway
+        return sorted(raw_feature_spec)
+
+
+def _spec_kind(spec) -> str:
+    import tensorflow as tf
+
+    if spec.dtype == tf.string:
+        return "string"
+    if spec.dtype.is_integer:
+        return "int"
+    return "float"
+
+
+def _run_beam(preprocessing_fn, schema, examples_dir: str, splits: list[str], graph_out: str, data_out: Path) -> None:
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+    from tfx_bsl.public import tfxio
+
+    options = PipelineOptions(
+        runner="DirectRunner",
+        direct_num_workers=1,
+        direct_running_mode="in_memory",
+    )
+    temp_root = tempfile.mkdtemp(prefix="slipway-transform-")
+    try:
+        with beam.Pipeline(options=options) as pipeline, tft_beam.Context(temp_dir=temp_root):
+            sources = {
+                split: tfxio.TFExampleRecord(
+                    file_pattern=split_pattern(examples_dir, split),
+                    schema=schema,
+                    telemetry_descriptors=["slipway", "transform"],
+                )
+                for split in splits
+            }
+            raw = {split: pipeline | f"Read[{split}]" >> source.BeamSource() for split, source in sources.items()}
+            adapter_config = sources[TRAIN_SPLIT].TensorAdapterConfig()
+            transform_fn = (raw[TRAIN_SPLIT], adapter_config) | "Analyze" >> tft_beam.AnalyzeDataset(preprocessing_fn)
+            _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph_out)
+
+            for split in splits:
+                transformed, transformed_metadata = (
+                    (raw[split], adapter_config),
+                    transform_fn,
+                ) | f"Transform[{split}]" >> tft_beam.TransformDataset(output_record_batches=True)
+                out_dir = split_dir(data_out, split)
+                out_dir.mkdir(parents=True, exist_ok=True)
+                _ = (
+                    transformed
+                    | f"Encode[{split}]" >> beam.FlatMap(_encode_record_batch)
+                    | f"Write[{split}]"
+                    >> beam.io.WriteToTFRecord(
+                        str(out_dir / SHARD_PREFIX),
+                        file_name_suffix=".gz",
+                        num_shards=1,
+                        shard_name_template="-SSSSS-of-NNNNN",
+                        compression_type=beam.io.filesystem.CompressionTypes.GZIP,
+                    )
+                )
+        metadata_io.write_metadata(dataset_metadata.DatasetMetadata(schema), os.path.join(graph_out, "metadata"))
+    finally:
+        shutil.rmtree(temp_root, ignore_errors=True)
+
+
+def _encode_record_batch(batch_and_passthrough):
+    """Serialize one Arrow record batch of transformed features to tf.Example bytes."""
+    from tfx_bsl.coders import example_coder
+
+    record_batch, _ = batch_and_passthrough
+    return example_coder.RecordBatchToExamples(record_batch)

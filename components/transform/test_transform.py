@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+import slipway  # noqa: F401
+from slipway.components.transform.executor import run
+from slipway.core import testing as testdata
+from slipway.core.artifacts import examples_meta, split_files
+from slipway.core.errors import SlipwayError
+
+
+@pytest.fixture(scope="module")
+def transformed(tmp_path_factory):
+    root = tmp_path_factory.mktemp("transform")
+    inputs = testdata.make_inputs(root)
+    result = run(
+        str(inputs["examples"]),
+        str(inputs["schema"]),
+        str(inputs["module"]),
+        str(root / "graph"),
+        str(root / "transformed"),
+    )
+    return root, inputs, result
+
+
+def test_transform_writes_graph_and_examples(transformed):
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    root, _, result = transformed
+    assert result["splits"] == {"train": 300, "eval": 100}
+    assert result["transformed_features"] == ["cat_xf", "label", "n_xf", "x_xf"]
+    assert result["raw_features"] == ["cat", "label", "n", "x"]
+
+    tft_output = tft.TFTransformOutput(str(root / "graph"))
+    assert sorted(tft_output.raw_feature_spec()) == ["cat", "label", "n", "x"]
+    assert tft_output.vocabulary_size_by_name("cat") == 4
+
+    meta = examples_meta(root / "transformed")
+    assert meta["splits"] == {"train": 300, "eval": 100}
+    assert meta["label"] == "label" and meta["num_classes"] == 2
+    assert meta["columns"]["cat_xf"] == "int" and meta["columns"]["x_xf"] == "float"
+
+    files = split_files(root / "transformed", "train")
+    assert [f.rsplit("/", 1)[1] for f in files] == ["data_tfrecord-00000-of-00001.gz"]
+    spec = tft_output.transformed_feature_spec()
+    batch = next(iter(tf.data.TFRecordDataset(files, compression_type="GZIP").batch(300)))
+    parsed = tf.io.parse_example(batch, spec)
+    x = parsed["x_xf"].numpy()
+    assert abs(x.mean()) < 0.05 and abs(x.std() - 1.0) < 0.05  # z-scored on train
+    assert set(parsed["label"].numpy().tolist()) == {0, 1}
+    # No staging folders remain next to the outputs.
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]
+
+
+def _run(root, inputs, module=None, schema=None):
+    return run(
+        str(inputs["examples"]),
+        str(schema or inputs["schema"]),
+        str(module or inputs["module"]),
+        str(root / "graph_bad"),
+        str(root / "transformed_bad"),
+    )
+
+
+def _assert_nothing_left(root):
+    assert not (root / "graph_bad").exists()
+    assert not (root / "transformed_bad").exists()
+    assert not [p for p in root.iterdir() if p.name.startswith(".")]
+
+
+def test_missing_module_file(transformed):
+    root, inputs, _ = transformed
+    with pytest.raises(SlipwayError, match="not found"):
+        _run(root, inputs, module=root / "nope.py")
+    _assert_nothing_left(root)
+
+
+def test_module_without_preprocessing_fn(transformed):
+    root, inputs, _ = transformed
+    module = root / "empty_module.py"
+    module.write_text("X = 1\n")
+    with pytest.raises(SlipwayError, match="does not define preprocessing_fn"):
+        _run(root, inputs, module=module)
+    _assert_nothing_left(root)
+
+
+def test_label_dropped(transformed):
+    root, inputs, _ = transformed
+    module = root / "drops_label.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            import tensorflow_transform as tft
+
+            def preprocessing_fn(inputs):
+                return {"n_xf": tft.scale_to_z_score(inputs["n"])}
+            """
+        )
+    )
+    with pytest.raises(SlipwayError, match=r"preprocessing_fn must pass the label 'label' through") as info:
+        _run(root, inputs, module=module)
+    assert "\n" not in str(info.value)
+    _assert_nothing_left(root)
+
+
+def test_schema_missing(transformed):
+    root, inputs, _ = transformed
+    with pytest.raises(SlipwayError, match="schema.pbtxt is missing"):
+        _run(root, inputs, schema=root / "no_schema")
+    _assert_nothing_left(root)
+
+
+def test_failing_preprocessing_fn_leaves_nothing(transformed):
+    root, inputs, _ = transformed
+    module = root / "fails.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            def preprocessing_fn(inputs):
+                out = dict(inputs)
+                out["bad"] = inputs["does_not_exist"]
+                return out
+            """
+        )
+    )
+    with pytest.raises(Exception):  # noqa: B017  (the user's KeyError surfaces from TFT)
+        _run(root, inputs, module=module)
+    _assert_nothing_left(root)
