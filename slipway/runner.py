@@ -7,6 +7,7 @@ import os
 import sys
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     """Run `pipeline_func(**arguments)` with kfp.local; return (and write) the run summary."""
     import kfp.local
 
+    # Our components do run in their own environment here: this process's, which is what the image holds.
+    warnings.filterwarnings("ignore", message=".*custom or non-Python base image.*", category=RuntimeWarning)
     root = Path(workdir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     pipeline = pipeline_func.name
@@ -53,7 +56,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
         failure = " ".join(str(exc).split())[:500]
     wall = time.time() - started
     summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments)
-    atomic_write_text(root / "summary.json", json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write_text(root / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")  # steps in order
     return summary
 
 

@@ -125,3 +125,17 @@ def test_missing_module_file_is_refused_before_anything_runs(tmp_path: Path, cap
     err = capsys.readouterr().err
     assert err.startswith("error: module file") and err.strip().endswith("nope.py: not found")
     assert not (tmp_path / "out").exists()
+
+
+def test_taxi_demo_is_blessed_by_its_thresholds(tmp_path: Path):
+    """What `bash .ci/demo` runs: the Chicago taxi sample with the worked-example module and curated schema."""
+    workdir = tmp_path / "taxi"
+    assert run_cli("--workdir", str(workdir)) == 0
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "succeeded", summary.get("error")
+    assert summary["metrics"]["auc"] > 0.85
+    assert summary["metrics"]["example_count"] > 4000
+    assert summary["blessed"] is True
+    assert "thresholds passed" in summary["blessing_message"]
+    raw = json.loads((Path(summary["steps"]["ingest"]["outputs"]["examples"]) / "examples_meta.json").read_text())
+    assert raw["rows_read"] == 15002 and raw["label"] == "big_tipper"

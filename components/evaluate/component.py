@@ -62,6 +62,9 @@ def evaluate(
         if roc:
             classification_metrics.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
         shutil.copyfile(f"{evaluation.path}/report.html", report.path)
+        # KFP keeps Metrics in metadata only; a file makes the artifact readable where it lies, too.
+        with open(metrics.path, "w", encoding="utf-8") as handle:
+            json.dump(result["metrics"], handle, indent=2, sort_keys=True)
         summary = {"blessed": result["blessed"], "message": result["message"], "metrics": result["metrics"]}
         step.output("evaluation", "ModelEvaluation", evaluation, summary)
         step.output("blessing", "ModelBlessing", blessing, {"blessed": result["blessed"], "message": result["message"]})
