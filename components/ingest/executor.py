@@ -6,7 +6,6 @@ Plain Python, no KFP: the component in component.py only passes paths and record
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import math
 from collections.abc import Mapping
@@ -135,17 +134,26 @@ def _read_parquet(path: Path) -> Table:
 
 
 def _table_from_arrow(path: Path, arrow) -> Table:
+    import pyarrow.compute as pc
     import pyarrow.types as pat
 
     table = Table(source=str(path))
     for name, column in zip(arrow.column_names, arrow.columns, strict=True):
         kind = column.type
-        if pat.is_boolean(kind) or pat.is_integer(kind):
+        if pat.is_boolean(kind):
             table.types[name] = "int"
             values = [None if v is None else int(v) for v in column.to_pylist()]
-        elif pat.is_floating(kind) or pat.is_decimal(kind):
+        elif pat.is_integer(kind):
+            table.types[name] = "int"
+            values = column.to_pylist()
+        elif pat.is_floating(kind):
             table.types[name] = "float"
-            values = [None if v is None or math.isnan(v) else float(v) for v in column.to_pylist()]
+            values = column.to_pylist()
+            if pc.any(pc.is_nan(column)).as_py():  # NaN is a missing value, not a number to train on
+                values = [None if v is None or math.isnan(v) else v for v in values]
+        elif pat.is_decimal(kind):
+            table.types[name] = "float"
+            values = [None if v is None else float(v) for v in column.to_pylist()]
         elif pat.is_string(kind) or pat.is_large_string(kind) or pat.is_null(kind):
             table.types[name] = "string"
             values = column.to_pylist()
@@ -202,17 +210,15 @@ def split_of_rows(table: Table, key: str, weights: Mapping[str, int]) -> list[st
     """A deterministic split per row from a hash of the key column, or of the whole row without a key."""
     if key and key not in table.columns:
         raise SlipwayError(f"data {table.source}: key column '{key}' not found")
-    names = list(weights)
+    import pandas as pd
+
     buckets: list[str] = []
-    for name in names:
-        buckets.extend([name] * weights[name])
-    total = len(buckets)
-    columns = [table.columns[key]] if key else list(table.columns.values())
-    assignment = []
-    for values in zip(*columns, strict=True):
-        digest = hashlib.blake2b(repr(values).encode(), digest_size=8).digest()
-        assignment.append(buckets[int.from_bytes(digest, "big") % total])
-    return assignment
+    for name, weight in weights.items():
+        buckets.extend([name] * weight)
+    columns = {key: table.columns[key]} if key else table.columns
+    # pandas' row hash is vectorised and uses a fixed key, so it is the same on every run and machine.
+    hashes = pd.util.hash_pandas_object(pd.DataFrame(columns), index=False).to_numpy()
+    return [buckets[index] for index in (hashes % len(buckets)).tolist()]
 
 
 def write_split(folder: Path, serialized: list[bytes], rows_per_shard: int) -> int:

@@ -109,7 +109,7 @@ BAD_INPUTS = {
     "header only": (HEADER, "has a header but no data rows"),
     "label missing": ("id,age\n1,2\n3,4\n", "label column 'label' not found"),
     "single class": ("id,label\n1,a\n2,a\n3,a\n", "label column 'label' has a single class 'a'"),
-    "split ends up empty": ("id,label\n1,a\n1,b\n1,a\n", "split 'eval' is empty"),
+    "split ends up empty": ("id,label\n1,a\n1,b\n1,a\n", "' is empty (3 rows over splits"),
 }
 
 
