@@ -49,6 +49,10 @@ def pipeline_rows(summary: dict) -> list[tuple[str, str, str]]:
         ("total wall", f"{summary['wall_seconds']:.1f} s", _verdict(summary["wall_seconds"] <= 90, "<= 90 s")),
         ("outside the steps' work", f"{100 * summary['outside_steps_share']:.1f} %",
          _verdict(summary["outside_steps_share"] <= 0.10, "<= 10 %")),
+        ("  of which process start + imports before the steps", f"{summary['startup_seconds']:.1f} s",
+         "python, kfp and the component module, per task"),
+        ("  of which orchestration + lineage (the rest)",
+         f"{summary['wall_seconds'] - summary['steps_seconds'] - summary['startup_seconds']:.1f} s", ""),
     ]
     return rows
 

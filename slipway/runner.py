@@ -72,6 +72,7 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
         steps[name] = {
             "status": "succeeded" if record.state == "COMPLETE" else "failed",
             "seconds": round(record.finished - record.started, 3),
+            "startup_seconds": record.startup_seconds,
             "outputs": {art.name: art.uri for art in record.outputs},
         }
         if record.error:
@@ -83,6 +84,7 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
     errors = [f"{name}: {step['error']}" for name, step in steps.items() if step.get("error")]
     succeeded = all(step["status"] == "succeeded" for step in steps.values()) and not failure
     step_seconds = sum(step.get("seconds", 0.0) for step in steps.values())
+    startup_seconds = sum(step.get("startup_seconds") or 0.0 for step in steps.values())
     return {
         "run_id": run_id,
         "pipeline": pipeline,
@@ -91,6 +93,7 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
         "wall_seconds": round(wall, 3),
         "steps_seconds": round(step_seconds, 3),
         "outside_steps_share": round(max(0.0, wall - step_seconds) / wall, 4) if wall else None,
+        "startup_seconds": round(startup_seconds, 3),
         "steps": steps,
         "metrics": metrics,
         "blessed": bool(evaluation.get("blessed")) if evaluation else False,

@@ -37,6 +37,7 @@ def test_summary_reports_every_step_metrics_and_blessing(blobs_run):
     for name, step in summary["steps"].items():
         assert step["status"] == "succeeded", name
         assert step["seconds"] > 0
+        assert 0 < step["startup_seconds"] < 60  # the task's own process started just before the step
         for uri in step["outputs"].values():
             assert Path(uri).exists(), (name, uri)
     assert summary["metrics"]["sparse_categorical_accuracy"] > 0.8

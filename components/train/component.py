@@ -20,24 +20,15 @@ def train(
     The serving signature takes serialized raw tf.Example and applies the TFT layer. hyperparameters is a
     JSON object merged over the module's hyperparameters() defaults.
     """
-    import json
-
     from slipway.components.train import executor
-    from slipway.core.errors import SlipwayError
     from slipway.core.step import Step
 
     with Step("train", {"module_file": module_file, "hyperparameters": hyperparameters}) as step:
         step.input("transformed_examples", "Examples", transformed_examples)
         step.input("transform_graph", "TransformGraph", transform_graph)
         step.input_file("module_file", "ModuleFile", module_file)
-        try:
-            hparams = json.loads(hyperparameters or "{}")
-        except json.JSONDecodeError as exc:
-            raise SlipwayError(f"hyperparameters: not valid JSON ({exc.msg} at position {exc.pos})") from None
-        if not isinstance(hparams, dict):
-            raise SlipwayError("hyperparameters: expected a JSON object")
         meta = executor.run(
-            transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path, hparams
+            transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path, hyperparameters
         )
         step.output("model", "Model", model, meta)
         step.output("tensorboard", "TensorBoardLogs", tensorboard)

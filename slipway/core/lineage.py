@@ -44,6 +44,7 @@ class StepRecord:
     inputs: list[ArtifactRecord] = field(default_factory=list)
     outputs: list[ArtifactRecord] = field(default_factory=list)
     error: str = ""
+    startup_seconds: float | None = None  # process start to step start (interpreter, kfp, imports)
 
 
 @dataclass
@@ -160,6 +161,7 @@ class MlmdLineage:
                 "seconds": round(record.finished - record.started, 3),
                 "params": json.dumps(record.params, sort_keys=True, default=str),
                 "error": record.error,
+                "startup_seconds": record.startup_seconds,
                 "slipway_version": _version(),
             },
         )
@@ -222,6 +224,7 @@ class MlmdLineage:
             finished=props.get("finished", 0.0),
             params=json.loads(props.get("params") or "{}"),
             error=props.get("error", ""),
+            startup_seconds=props.get("startup_seconds"),
         )
         events = self._store.get_events_by_execution_ids([execution.id])
         artifacts = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in events])}

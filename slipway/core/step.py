@@ -32,6 +32,7 @@ class Step:
         self.inputs: list[lineage.ArtifactRecord] = []
         self.outputs: list[lineage.ArtifactRecord] = []
         self.started = 0.0
+        self.startup_seconds: float | None = None
 
     # -- declaring artifacts -----------------------------------------------------------------------------
     def input(self, name: str, type_name: str, artifact: Any) -> None:
@@ -51,6 +52,7 @@ class Step:
     # -- the context -------------------------------------------------------------------------------------
     def __enter__(self) -> Step:
         self.started = time.time()
+        self.startup_seconds = _seconds_since_process_start(self.started)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -67,6 +69,7 @@ class Step:
             inputs=self.inputs,
             outputs=self.outputs if exc is None else [],
             error=error,
+            startup_seconds=self.startup_seconds,
         )
         lineage.open_store().record_step(record)
         if exc is not None:
@@ -74,6 +77,18 @@ class Step:
         else:
             print(f"slipway {self.component} done in {finished - self.started:.2f} s", file=sys.stderr, flush=True)
         return False
+
+
+def _seconds_since_process_start(now: float) -> float | None:
+    """Time this process spent starting (interpreter, kfp, imports) before the step began; Linux only."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return round(now - (boot + start_ticks / os.sysconf("SC_CLK_TCK")), 3)
 
 
 def _one_line(exc: BaseException) -> str:
