@@ -27,6 +27,7 @@ class Table:
     source: str
     columns: dict[str, list] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)
+    row_hashes: list[int] = field(default_factory=list)  # of the split key, or of the whole row
 
     @property
     def num_rows(self) -> int:
@@ -71,13 +72,12 @@ def find_input_files(data: str) -> list[Path]:
     return files
 
 
-def read_table(path: Path) -> Table:
-    if path.suffix.lower() in PARQUET_SUFFIXES:
-        return _read_parquet(path)
-    return _read_csv(path)
+def read_table(path: Path, key: str = "") -> Table:
+    arrow = _read_parquet(path) if path.suffix.lower() in PARQUET_SUFFIXES else _read_csv(path)
+    return _table_from_arrow(path, arrow, key)
 
 
-def _read_csv(path: Path) -> Table:
+def _read_csv(path: Path):
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -97,7 +97,7 @@ def _read_csv(path: Path) -> Table:
         raise
     if arrow.num_rows == 0:
         raise SlipwayError(f"data file {path}: has a header but no data rows")
-    return _table_from_arrow(path, arrow)
+    return arrow
 
 
 def _check_csv_text(path: Path, raw: bytes, full_scan: bool) -> None:
@@ -120,7 +120,7 @@ def _check_csv_text(path: Path, raw: bytes, full_scan: bool) -> None:
             )
 
 
-def _read_parquet(path: Path) -> Table:
+def _read_parquet(path: Path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -130,14 +130,24 @@ def _read_parquet(path: Path) -> Table:
         raise SlipwayError(f"data file {path}: not a readable Parquet file ({exc})") from None
     if arrow.num_rows == 0:
         raise SlipwayError(f"data file {path}: has no rows")
-    return _table_from_arrow(path, arrow)
+    return arrow
 
 
-def _table_from_arrow(path: Path, arrow) -> Table:
+def _row_hashes(path: Path, arrow, key: str) -> list[int]:
+    """pandas' fixed-key row hash (vectorised; the same on every run and machine) of the key or the whole row."""
+    import pandas as pd
+
+    if key and key not in arrow.column_names:
+        raise SlipwayError(f"data file {path}: key column '{key}' not found (columns: {', '.join(arrow.column_names)})")
+    columns = [key] if key else sorted(arrow.column_names)
+    return pd.util.hash_pandas_object(arrow.select(columns).to_pandas(), index=False).to_numpy().tolist()
+
+
+def _table_from_arrow(path: Path, arrow, key: str) -> Table:
     import pyarrow.compute as pc
     import pyarrow.types as pat
 
-    table = Table(source=str(path))
+    table = Table(source=str(path), row_hashes=_row_hashes(path, arrow, key))
     for name, column in zip(arrow.column_names, arrow.columns, strict=True):
         kind = column.type
         if pat.is_boolean(kind):
@@ -169,8 +179,14 @@ def _table_from_arrow(path: Path, arrow) -> Table:
 def merge_tables(tables: list[Table]) -> Table:
     """Concatenate files with the same columns; int widens to float, anything else mixed becomes an error."""
     first = tables[0]
-    merged = Table(source=first.source, columns={n: list(v) for n, v in first.columns.items()}, types=dict(first.types))
+    merged = Table(
+        source=first.source,
+        columns={n: list(v) for n, v in first.columns.items()},
+        types=dict(first.types),
+        row_hashes=list(first.row_hashes),
+    )
     for table in tables[1:]:
+        merged.row_hashes.extend(table.row_hashes)
         if set(table.columns) != set(merged.columns):
             extra = sorted(set(table.columns) ^ set(merged.columns))
             raise SlipwayError(f"data file {table.source}: columns differ from {first.source} ({', '.join(extra)})")
@@ -206,19 +222,12 @@ def label_classes(table: Table, label: str) -> list:
     return classes
 
 
-def split_of_rows(table: Table, key: str, weights: Mapping[str, int]) -> list[str]:
-    """A deterministic split per row from a hash of the key column, or of the whole row without a key."""
-    if key and key not in table.columns:
-        raise SlipwayError(f"data {table.source}: key column '{key}' not found")
-    import pandas as pd
-
+def split_of_rows(table: Table, weights: Mapping[str, int]) -> list[str]:
+    """A deterministic split per row from its hash (of the key column, or of the whole row without a key)."""
     buckets: list[str] = []
     for name, weight in weights.items():
         buckets.extend([name] * weight)
-    columns = {key: table.columns[key]} if key else table.columns
-    # pandas' row hash is vectorised and uses a fixed key, so it is the same on every run and machine.
-    hashes = pd.util.hash_pandas_object(pd.DataFrame(columns), index=False).to_numpy()
-    return [buckets[index] for index in (hashes % len(buckets)).tolist()]
+    return [buckets[row_hash % len(buckets)] for row_hash in table.row_hashes]
 
 
 def write_split(folder: Path, serialized: list[bytes], rows_per_shard: int) -> int:
@@ -277,11 +286,11 @@ def run(
         raise SlipwayError(f"rows_per_shard {rows_per_shard}: must be positive")
     weights = parse_splits(splits)
     files = find_input_files(data)
-    table = merge_tables([read_table(f) for f in files])
+    table = merge_tables([read_table(f, key) for f in files])
     table.source = data
     classes = label_classes(table, label)
     serialized, kept = serialize_rows(table, label, classes)
-    assignment = split_of_rows(table, key, weights)
+    assignment = split_of_rows(table, weights)
     by_split: dict[str, list[bytes]] = {name: [] for name in weights}
     for record, row_index in zip(serialized, kept, strict=True):
         by_split[assignment[row_index]].append(record)

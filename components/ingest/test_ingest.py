@@ -157,3 +157,9 @@ def test_failure_keeps_an_earlier_valid_output_untouched(csv_file: Path, tmp_pat
     with pytest.raises(SlipwayError):
         executor.run(str(csv_file), str(out), label="missing_label")
     assert examples_meta(out) == before
+
+
+def test_missing_key_column(csv_file: Path, tmp_path: Path):
+    with pytest.raises(SlipwayError, match=r"data.csv: key column 'trip_id' not found \(columns: id, age"):
+        executor.run(str(csv_file), str(tmp_path / "o"), label="label", key="trip_id")
+    assert not (tmp_path / "o").exists()
