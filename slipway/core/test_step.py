@@ -1,0 +1,89 @@
+"""The step wrapper: lineage on success and failure, KFP metadata, and the fast exit after a successful task."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from slipway.core import lineage
+from slipway.core.errors import SlipwayError
+from slipway.core.step import Step
+
+
+@pytest.fixture
+def store_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    uri = lineage.sqlite_uri(tmp_path / "m.sqlite")
+    monkeypatch.setenv(lineage.ENV_STORE, uri)
+    monkeypatch.setenv(lineage.ENV_RUN_ID, "run-1")
+    return uri
+
+
+def test_success_records_outputs_and_sets_kfp_metadata(store_uri: str, tmp_path: Path):
+    artifact = SimpleNamespace(uri=str(tmp_path / "examples"), path=str(tmp_path / "examples"), metadata={})
+    data = tmp_path / "d.csv"
+    data.write_text("a,b\n1,2\n")
+    with Step("ingest", {"label": "b"}) as step:
+        step.input_file("data", "RawData", str(data))
+        step.output("examples", "Examples", artifact, {"splits": {"train": 1}, "rows": 1})
+    assert artifact.metadata == {"splits": {"train": 1}, "rows": 1}
+    [record] = lineage.open_store(store_uri).run_steps("run-1")
+    assert record.state == "COMPLETE" and record.params == {"label": "b"}
+    assert record.inputs[0].properties["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
+    assert record.outputs[0].uri == artifact.uri
+    assert record.startup_seconds is not None and record.startup_seconds >= 0
+
+
+def test_failure_is_recorded_in_one_line_and_reraised(store_uri: str, capsys):
+    with pytest.raises(SlipwayError), Step("validate") as step:
+        step.output("schema", "Schema", "/never/written")
+        raise SlipwayError("examples /x: split 'train'\n has no TFRecord files")
+    [record] = lineage.open_store(store_uri).run_steps("run-1")
+    assert record.state == "FAILED"
+    assert record.error == "examples /x: split 'train' has no TFRecord files"
+    assert record.outputs == []  # a failed step produced nothing
+    assert "slipway validate failed: examples /x" in capsys.readouterr().err
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import atexit, json, sys
+    from pathlib import Path
+    out, marker, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+    atexit.register(lambda: marker.write_text("teardown ran"))
+    sys.argv = ["executor_main", "--executor_input", json.dumps({"outputs": {"outputFile": str(out)}})]
+    from slipway.core.step import Step
+    with Step("demo"):
+        pass
+    if mode == "write":
+        out.write_text("{}")
+    elif mode == "raise":
+        out.write_text("{}")
+        raise RuntimeError("executor failed after the step")
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "teardown"),
+    [("write", 0, False), ("no-output", 0, True), ("raise", 1, True)],
+)
+def test_fast_exit_only_after_output_and_no_exception(tmp_path: Path, mode: str, code: int, teardown: bool):
+    out, marker = tmp_path / "executor_output.json", tmp_path / "marker"
+    env = {"PATH": "/usr/bin:/bin", lineage.ENV_STORE: "none"}
+    result = subprocess.run([sys.executable, "-c", SCRIPT, str(out), str(marker), mode], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == code, result.stderr
+    assert marker.exists() is teardown
+    if mode == "raise":
+        assert "executor failed after the step" in result.stderr
+    if mode == "no-output":
+        assert not out.exists()
+    else:
+        assert json.loads(out.read_text()) == {}
