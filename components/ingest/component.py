@@ -14,18 +14,24 @@ def ingest(
     key: str = "",
     splits: str = "train:2,eval:1",
     rows_per_shard: int = 100000,
+    data_format: str = "auto",
+    image_size: str = "",
 ):
-    """Read CSV/Parquet files (a file or a folder) into gzip TFRecord shards of tf.Example per split.
+    """Read CSV/Parquet, an image folder, CIFAR-10 batches or TFRecords into gzip TFRecord shards per split.
 
-    Rows are split by a deterministic hash of the `key` column (or of the whole row when empty). The label
-    column is encoded as class ids 0..k-1 (sorted distinct values, kept in the metadata as label_classes).
+    Rows are split by a deterministic hash of the `key` column (or of the whole row when empty; of the file
+    path for image folders, of the pixels for CIFAR-10). The label is encoded as class ids 0..k-1 (sorted
+    distinct values or class folder names, kept in the metadata as label_classes). data_format: auto, csv,
+    parquet, images, cifar10 or tfrecord; image_size: "" (size of the first image) or "HxW".
     """
     from slipway.components.ingest import executor
     from slipway.core.step import Step
 
-    params = {"data": data, "label": label, "key": key, "splits": splits, "rows_per_shard": rows_per_shard}
+    params = {"data": data, "label": label, "key": key, "splits": splits, "rows_per_shard": rows_per_shard,
+              "data_format": data_format, "image_size": image_size}
     with Step("ingest", params) as step:
-        meta = executor.run(data, examples.path, label, key=key, splits=splits, rows_per_shard=rows_per_shard)
-        for source in meta["sources"]:
+        meta = executor.run(data, examples.path, label, key=key, splits=splits, rows_per_shard=rows_per_shard,
+                            data_format=data_format, image_size=image_size)
+        for source in meta["sources"]:  # an image folder is one source: the folder with its tree hash
             step.input_file("data", "RawData", source["path"], sha256=source["sha256"])
         step.output("examples", "Examples", examples, meta)

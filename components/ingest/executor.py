@@ -1,4 +1,4 @@
-"""Ingest: CSV and Parquet files (or folders of them) -> gzip TFRecord shards of tf.Example per split.
+"""Ingest: CSV/Parquet files, image folders, CIFAR-10 batches or TFRecords -> gzip TFRecord shards per split.
 
 Plain Python, no KFP: the component in component.py only passes paths and records the returned metadata.
 """
@@ -18,6 +18,7 @@ from slipway.core.errors import SlipwayError
 
 CSV_SUFFIXES = (".csv",)
 PARQUET_SUFFIXES = (".parquet", ".pq")
+DATA_FORMATS = ("auto", "csv", "parquet", "images", "cifar10", "tfrecord")
 
 
 @dataclass
@@ -54,7 +55,7 @@ def parse_splits(spec: str | Mapping[str, int]) -> dict[str, int]:
     return weights
 
 
-def find_input_files(data: str) -> list[Path]:
+def find_input_files(data: str, data_format: str = "auto") -> list[Path]:
     path = Path(data)
     if not path.exists():
         raise SlipwayError(f"data {data}: no such file or folder")
@@ -64,6 +65,8 @@ def find_input_files(data: str) -> list[Path]:
         files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
         if not files:
             raise SlipwayError(f"data {data}: folder holds no data files")
+    if data_format in ("csv", "parquet"):
+        return files  # the format was named: extensions do not matter
     for file in files:
         if file.suffix.lower() not in CSV_SUFFIXES + PARQUET_SUFFIXES:
             raise SlipwayError(
@@ -72,8 +75,9 @@ def find_input_files(data: str) -> list[Path]:
     return files
 
 
-def read_table(path: Path, key: str = "") -> Table:
-    arrow = _read_parquet(path) if path.suffix.lower() in PARQUET_SUFFIXES else _read_csv(path)
+def read_table(path: Path, key: str = "", data_format: str = "auto") -> Table:
+    parquet = data_format == "parquet" or (data_format != "csv" and path.suffix.lower() in PARQUET_SUFFIXES)
+    arrow = _read_parquet(path) if parquet else _read_csv(path)
     return _table_from_arrow(path, arrow, key)
 
 
@@ -273,37 +277,54 @@ def serialize_rows(table: Table, label: str, classes: list) -> tuple[list[bytes]
     return serialized, kept
 
 
-def run(
-    data: str,
-    output_dir: str,
-    label: str,
-    key: str = "",
-    splits: str | Mapping[str, int] = "train:2,eval:1",
-    rows_per_shard: int = 100_000,
-) -> dict:
-    """Read `data`, write Split-<name>/ TFRecord shards under `output_dir`, return the artifact metadata."""
-    if rows_per_shard <= 0:
-        raise SlipwayError(f"rows_per_shard {rows_per_shard}: must be positive")
-    weights = parse_splits(splits)
-    files = find_input_files(data)
-    table = merge_tables([read_table(f, key) for f in files])
+def stable_hashes(values: list) -> list[int]:
+    """pandas' fixed-key hash of one column of values (str, bytes or int), as the CSV path hashes a key column."""
+    import pandas as pd
+
+    return pd.util.hash_pandas_object(pd.DataFrame({"key": values}), index=False).to_numpy().tolist()
+
+
+def detect_format(data: str) -> str:
+    """The input format of a file or folder: csv, parquet, images, cifar10 or tfrecord (see README)."""
+    from slipway.components.ingest import images, tfrecords
+
+    path = Path(data)
+    if not path.exists():
+        raise SlipwayError(f"data {data}: no such file or folder")
+    if path.is_file():
+        if tfrecords.is_tfrecord_name(path):
+            return "tfrecord"
+        if images.CIFAR_BATCH.match(path.name):
+            return "cifar10"
+        if path.suffix.lower() in images.IMAGE_SUFFIXES:
+            raise SlipwayError(f"data {data}: a single image; point data at a folder with one sub-folder per class")
+        return "parquet" if path.suffix.lower() in PARQUET_SUFFIXES else "csv"
+    if images.cifar_batch_files(path):
+        return "cifar10"
+    top = [p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
+    tabular = CSV_SUFFIXES + PARQUET_SUFFIXES
+    if not any(p.suffix.lower() in tabular or tfrecords.is_tfrecord_name(p) for p in top) \
+            and images.looks_like_image_folder(path):
+        return "images"
+    files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]
+    if files and all(tfrecords.is_tfrecord_name(p) for p in files):
+        return "tfrecord"
+    suffixes = {p.suffix.lower() for p in files}
+    return "parquet" if suffixes and suffixes <= set(PARQUET_SUFFIXES) else "csv"
+
+
+def _read_tabular(data: str, label: str, key: str, data_format: str) -> tuple[list[bytes], list[int], dict]:
+    auto = data_format == "auto"
+    files = find_input_files(data, data_format)
+    table = merge_tables([read_table(f, key, data_format) for f in files])
     table.source = data
     classes = label_classes(table, label)
     serialized, kept = serialize_rows(table, label, classes)
-    assignment = split_of_rows(table, weights)
-    by_split: dict[str, list[bytes]] = {name: [] for name in weights}
-    for record, row_index in zip(serialized, kept, strict=True):
-        by_split[assignment[row_index]].append(record)
-    empty = [name for name, records in by_split.items() if not records]
-    if empty:
-        raise SlipwayError(
-            f"data {data}: split '{empty[0]}' is empty ({len(kept)} rows over splits {dict(weights)}); "
-            "add rows or change the split weights"
-        )
+    if auto:
+        kinds = {"parquet" if f.suffix.lower() in PARQUET_SUFFIXES else "csv" for f in files}
+        data_format = "+".join(sorted(kinds))
     meta = {
-        "format": "tfrecord_gzip_tf_example",
-        "splits": {name: len(records) for name, records in by_split.items()},
-        "label": label,
+        "data_format": data_format,
         "label_classes": [str(c) for c in classes],
         "num_classes": len(classes),
         "columns": {name: ("int" if name == label else kind) for name, kind in table.types.items()},
@@ -312,9 +333,99 @@ def run(
         "split_key": key or "(whole row)",
         "sources": [{"path": str(f), "sha256": sha256_file(f), "bytes": f.stat().st_size} for f in files],
     }
+    return serialized, [table.row_hashes[i] for i in kept], meta
+
+
+def _read_images(data: str, label: str, key: str, data_format: str, image_size: str):
+    from slipway.components.ingest import images
+
+    if key:
+        raise SlipwayError(
+            f"key '{key}': not supported for {data_format} data (the split hashes "
+            f"{'each file path' if data_format == 'images' else 'each image'}); leave key empty"
+        )
+    if data_format == "images":
+        if not Path(data).is_dir():
+            raise SlipwayError(f"data {data}: images needs a folder with one sub-folder per class")
+        result = images.read_image_folder(data, label, image_size)
+        split_key = "(file path relative to the data folder)"
+    else:
+        result = images.read_cifar10(data, label, image_size)
+        split_key = "(raw pixel bytes)"
+    meta = {"data_format": data_format, **result.meta(label), "rows_missing_label": 0, "split_key": split_key}
+    return result.serialized, stable_hashes(result.hash_keys), meta
+
+
+def _read_tfrecords(data: str, label: str, key: str, auto: bool):
+    from slipway.components.ingest import tfrecords
+
+    result = tfrecords.read_tfrecords(tfrecords.find_tfrecord_files(data, strict_names=auto), label, key)
+    meta = {
+        "data_format": "tfrecord",
+        "label_classes": [str(c) for c in result.classes],
+        "num_classes": len(result.classes),
+        "columns": dict(sorted(result.columns.items())),
+        "rows_read": result.rows_read,
+        "rows_missing_label": result.rows_missing_label,
+        "split_key": key or "(serialized record)",
+        "sources": result.sources,
+    }
+    return result.serialized, stable_hashes(result.hash_keys), meta
+
+
+def run(
+    data: str,
+    output_dir: str,
+    label: str,
+    key: str = "",
+    splits: str | Mapping[str, int] = "train:2,eval:1",
+    rows_per_shard: int = 100_000,
+    data_format: str = "auto",
+    image_size: str = "",
+) -> dict:
+    """Read `data`, write Split-<name>/ TFRecord shards under `output_dir`, return the artifact metadata.
+
+    data_format: auto (detected, see detect_format), csv, parquet, images, cifar10 or tfrecord. For images and
+    cifar10, `label` names the output class-id feature (empty = "label") and image_size is "" or "HxW".
+    """
+    if rows_per_shard <= 0:
+        raise SlipwayError(f"rows_per_shard {rows_per_shard}: must be positive")
+    weights = parse_splits(splits)
+    data_format = (data_format or "auto").strip().lower()
+    if data_format not in DATA_FORMATS:
+        raise SlipwayError(f"data_format '{data_format}': expected one of {', '.join(DATA_FORMATS)}")
+    if not Path(data).exists():
+        raise SlipwayError(f"data {data}: no such file or folder")
+    fmt = detect_format(data) if data_format == "auto" else data_format
+    if image_size and fmt not in ("images", "cifar10"):
+        raise SlipwayError(f"image_size {image_size!r}: only applies to images and cifar10 data (data is {fmt})")
+    if fmt in ("images", "cifar10"):
+        from slipway.components.ingest.images import image_label_name
+
+        label = image_label_name(label)
+        serialized, hashes, source_meta = _read_images(data, label, key, fmt, image_size)
+    elif fmt == "tfrecord":
+        serialized, hashes, source_meta = _read_tfrecords(data, label, key, auto=data_format == "auto")
+    else:
+        serialized, hashes, source_meta = _read_tabular(data, label, key, data_format)
+    buckets = [name for name, weight in weights.items() for _ in range(weight)]
+    by_split: dict[str, list[bytes]] = {name: [] for name in weights}
+    for record, row_hash in zip(serialized, hashes, strict=True):
+        by_split[buckets[row_hash % len(buckets)]].append(record)
+    empty = [name for name, records in by_split.items() if not records]
+    if empty:
+        raise SlipwayError(
+            f"data {data}: split '{empty[0]}' is empty ({len(serialized)} rows over splits {dict(weights)}); "
+            "add rows or change the split weights"
+        )
+    meta = {
+        "format": "tfrecord_gzip_tf_example",
+        "splits": {name: len(records) for name, records in by_split.items()},
+        "label": label,
+        **source_meta,
+    }
     with staged_output(output_dir) as staging:
         for name, records in by_split.items():
             meta.setdefault("shards", {})[name] = write_split(split_dir(staging, name), records, rows_per_shard)
         write_json(staging / EXAMPLES_META, meta)
     return meta
-

@@ -14,21 +14,27 @@ def train(
     model: Output[Model],
     tensorboard: Output[Artifact],
     hyperparameters: str = "{}",
+    workers: int = 1,
+    checkpoint_dir: str = "",
 ):
     """Train the module's build_keras_model on transformed examples; export a serving SavedModel.
 
     The serving signature takes serialized raw tf.Example and applies the TFT layer. hyperparameters is a
-    JSON object merged over the module's hyperparameters() defaults.
+    JSON object merged over the module's hyperparameters() defaults. workers > 1 runs that many Horovod ranks
+    (horovodrun on this machine). checkpoint_dir keeps per-epoch checkpoints so a rerun resumes after a failure.
     """
     from slipway.components.train import executor
     from slipway.core.step import Step
 
-    with Step("train", {"module_file": module_file, "hyperparameters": hyperparameters}) as step:
+    params = {"module_file": module_file, "hyperparameters": hyperparameters, "workers": workers,
+              "checkpoint_dir": checkpoint_dir}
+    with Step("train", params) as step:
         step.input("transformed_examples", "Examples", transformed_examples)
         step.input("transform_graph", "TransformGraph", transform_graph)
         step.input_file("module_file", "ModuleFile", module_file)
         meta = executor.run(
-            transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path, hyperparameters
+            transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path,
+            hyperparameters, workers=workers, checkpoint_dir=checkpoint_dir,
         )
         step.output("model", "Model", model, meta)
         step.output("tensorboard", "TensorBoardLogs", tensorboard)

@@ -3,26 +3,34 @@
 The exported model takes serialized RAW tf.Example strings (no label) under the input "examples", applies
 the TFT transform graph inside the model (so training/serving skew is impossible) and returns
 {"outputs": probabilities}: [None, 1] (probability of class 1) for two classes, [None, k] otherwise.
+
+One worker trains in this process; several workers run the same trainer (trainer.py) as Horovod ranks under
+horovodrun on this machine (Gloo), with their output streamed into this step's log.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import json
 import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
-from slipway.core.artifacts import examples_meta, split_files, staged_output, write_json
+from slipway.core.artifacts import read_json, staged_output
 from slipway.core.errors import SlipwayError
 from slipway.core.modules import load_module, optional_dict
 
 DEFAULT_HYPERPARAMETERS = {"epochs": 5, "batch_size": 128, "learning_rate": 0.001, "seed": 42}
-TRAIN_SPLIT = "train"
-EVAL_SPLIT = "eval"
 MODEL_META = "model_meta.json"
-SERVING_INPUT = "examples"
-SERVING_OUTPUT = "outputs"
+LOG_TAIL_LINES = 30
 
 _POSITIVE_INTS = ("epochs", "batch_size")
 _JSON_SCALARS = (str, int, float, bool, type(None))
@@ -69,25 +77,8 @@ def resolve_hyperparameters(module, given: dict | str | None) -> dict:
     return hparams
 
 
-def _dataset(files: list[str], spec: dict, label: str, num_classes: int, batch_size: int, shuffle_seed=None):
-    import tensorflow as tf
-
-    ds = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    if shuffle_seed is not None:
-        ds = ds.shuffle(10_000, seed=shuffle_seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size)
-
-    def parse(serialized):
-        features = tf.io.parse_example(serialized, spec)
-        y = features.pop(label)
-        if isinstance(y, tf.sparse.SparseTensor):
-            y = tf.sparse.to_dense(y)
-        y = tf.reshape(y, [-1])
-        if num_classes == 2:
-            y = tf.reshape(tf.cast(y, tf.float32), [-1, 1])
-        return features, y
-
-    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).cache().prefetch(tf.data.AUTOTUNE)
+def load_user_module(module_file: str):
+    return load_module(module_file, required=("build_keras_model",))
 
 
 def run(
@@ -97,90 +88,129 @@ def run(
     model_dir: str,
     tensorboard_dir: str,
     hyperparameters: dict | str | None = None,
+    workers: int = 1,
+    checkpoint_dir: str = "",
+    digest_dir: str = "",
 ) -> dict:
-    """Train the module's model; export the serving SavedModel to model_dir and logs to tensorboard_dir."""
+    """Train with `workers` processes (1: in this process); export to model_dir, logs to tensorboard_dir.
+
+    checkpoint_dir (optional) keeps a checkpoint per epoch; a rerun with the same module, hyper-parameters and
+    data resumes after the newest one. It is emptied once the model is exported.
+    """
+    from slipway.components.train import trainer
+
     started = time.monotonic()
-    module = load_module(module_file, required=("build_keras_model",))
-    hparams = resolve_hyperparameters(module, hyperparameters)
-    meta = examples_meta(transformed_examples_dir)
-    label = meta.get("label")
-    if not label:
-        raise SlipwayError(f"examples {transformed_examples_dir}: examples_meta.json names no label")
-    num_classes = int(meta.get("num_classes") or len(meta.get("label_classes", [])))
-    if num_classes < 2:
-        raise SlipwayError(f"examples {transformed_examples_dir}: need at least 2 classes, got {num_classes}")
-    train_files = split_files(transformed_examples_dir, TRAIN_SPLIT)
-    eval_files = split_files(transformed_examples_dir, EVAL_SPLIT) if EVAL_SPLIT in meta.get("splits", {}) else []
+    hparams = resolve_hyperparameters(load_user_module(module_file), hyperparameters)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise SlipwayError(f"workers {workers!r}: must be a positive integer")
+    trainer.make_plan(transformed_examples_dir, hparams, workers)  # fails before launch, e.g. too many workers
     if not Path(transform_graph_dir, "transform_fn").is_dir():
         raise SlipwayError(f"transform graph {transform_graph_dir}: not a TFT output (transform_fn/ missing)")
 
-    import tensorflow as tf
-    import tensorflow_transform as tft
-
-    tf.keras.utils.set_random_seed(hparams["seed"])
-    tft_output = tft.TFTransformOutput(transform_graph_dir)
-    transformed_spec = tft_output.transformed_feature_spec()
-    if label not in transformed_spec:
-        raise SlipwayError(f"transform graph {transform_graph_dir}: the label '{label}' is not a transformed feature")
-    try:
-        raw_spec = tft_output.raw_feature_spec()
-    except Exception as exc:
-        raise SlipwayError(f"transform graph {transform_graph_dir}: raw schema missing (metadata/): {exc}") from exc
-
-    serving_features = _serving_features(transform_graph_dir, raw_spec, label)
-    train_ds = _dataset(train_files, transformed_spec, label, num_classes, hparams["batch_size"], hparams["seed"])
-    eval_ds = _dataset(eval_files, transformed_spec, label, num_classes, hparams["batch_size"]) if eval_files else None
-
-    model = module.build_keras_model(dict(hparams), tft_output, label, num_classes)
-    if not isinstance(model, tf.keras.Model):
-        raise SlipwayError(
-            f"module file {module_file}: build_keras_model must return a tf.keras.Model, got {type(model).__name__}"
-        )
-    if not getattr(model, "optimizer", None) or not getattr(model, "compiled_loss", None):
-        raise SlipwayError(f"module file {module_file}: build_keras_model must return a compiled model")
-
-    steps = _step_counter()
-    with staged_output(tensorboard_dir) as tb_out, staged_output(model_dir) as model_out:
-        tensorboard = tf.keras.callbacks.TensorBoard(log_dir=str(tb_out), update_freq="epoch", profile_batch=0)
-        fit_started = time.monotonic()
-        history = model.fit(
-            train_ds,
-            validation_data=eval_ds,
-            epochs=hparams["epochs"],
-            callbacks=[tensorboard, steps],
-            verbose=0,
-        )
-        fit_seconds = time.monotonic() - fit_started
-        metrics = {name: float(values[-1]) for name, values in history.history.items() if values}
-        steps_per_second = steps.count / steps.seconds if steps.seconds > 0 else 0.0
-
-        _export(model, tft_output, {n: raw_spec[n] for n in serving_features}, label, str(model_out))
-        write_json(
-            Path(model_out) / "model_meta.json",
-            {
-                "label": label,
-                "num_classes": num_classes,
-                "label_classes": meta.get("label_classes", []),
-                "hyperparameters": hparams,
-                "raw_features": serving_features,
-                "final_metrics": metrics,
-                "steps_per_second": round(steps_per_second, 3),
-                "train_steps": steps.count,
-                "fit_seconds": round(fit_seconds, 3),
-                "serving": {"signature": "serving_default", "input": SERVING_INPUT, "output": SERVING_OUTPUT},
-            },
-        )
-
+    with staged_output(tensorboard_dir) as logs, staged_output(model_dir) as model:
+        if workers == 1:
+            trainer.train(transformed_examples_dir, transform_graph_dir, module_file, str(model), str(logs),
+                          hparams, checkpoint_dir, digest_dir)
+        else:
+            args = trainer_arguments(transformed_examples_dir, transform_graph_dir, module_file, str(model),
+                                     str(logs), hparams, checkpoint_dir, digest_dir)
+            run_horovod_locally(workers, args)
+        meta = read_json(Path(model) / MODEL_META)
+    if checkpoint_dir:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)  # exported: a rerun should train afresh
     return {
         "hyperparameters": hparams,
-        "metrics": metrics,
-        "train_steps": steps.count,
-        "steps_per_second": round(steps_per_second, 3),
+        "metrics": meta["final_metrics"],
+        "workers": workers,
+        "resumed_after_epoch": meta.get("initial_epoch", 0),
+        "train_steps": meta["train_steps"],
+        "steps_per_second": meta["steps_per_second"],
+        "samples_per_second": meta["samples_per_second"],
         "seconds": round(time.monotonic() - started, 3),
     }
 
 
-def _serving_features(transform_graph_dir: str, raw_spec: dict, label: str) -> list[str]:
+def trainer_arguments(transformed_examples_dir, transform_graph_dir, module_file, model_dir, tensorboard_dir,
+                      hparams: dict, checkpoint_dir: str = "", digest_dir: str = "") -> list[str]:
+    """The command-line arguments of `python -m slipway.components.train.distributed` (local and MPIJob)."""
+    args = [
+        "--transformed-examples", transformed_examples_dir,
+        "--transform-graph", transform_graph_dir,
+        "--module-file", module_file,
+        "--model-dir", model_dir,
+        "--tensorboard-dir", tensorboard_dir,
+        "--hyperparameters", json.dumps(hparams, sort_keys=True),
+    ]
+    if checkpoint_dir:
+        args += ["--checkpoint-dir", checkpoint_dir]
+    if digest_dir:
+        args += ["--digest-dir", digest_dir]
+    return args
+
+
+def run_horovod_locally(workers: int, trainer_args: list[str]) -> None:
+    """horovodrun with `workers` local ranks over Gloo; output streamed; a failed rank named in the error."""
+    horovodrun = Path(sys.executable).with_name("horovodrun")
+    if not horovodrun.exists():
+        raise SlipwayError(f"train: workers={workers} needs Horovod, but {horovodrun} is missing; run .ci/setup")
+    command = [
+        str(horovodrun), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo",
+        sys.executable, "-m", "slipway.components.train.distributed", *trainer_args,
+    ]
+    tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    with _terminate_on_signal(process):
+        for line in process.stdout:
+            sys.stdout.write(line)
+            tail.append(line.rstrip())
+        code = process.wait()
+    sys.stdout.flush()
+    if code != 0:
+        raise SlipwayError(_horovod_failure(workers, code, list(tail)))
+
+
+@contextlib.contextmanager
+def _terminate_on_signal(process: subprocess.Popen):
+    """SIGTERM/SIGINT to this step (a cancelled run) stops every rank, not just horovodrun."""
+
+    def stop(signum, frame):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        raise SlipwayError(f"train: stopped by signal {signum}; all ranks terminated")
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+_RANK_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")
+
+
+def _horovod_failure(workers: int, code: int, tail: list[str]) -> str:
+    """One line: which rank failed and how, and the last lines of the ranks' output."""
+    failed = [(int(rank), int(status)) for line in tail for rank, status in _RANK_EXIT.findall(line)]
+    failed = [(rank, status) for rank, status in failed if status != 0]
+    if failed:
+        rank, status = failed[0]
+        how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
+        if status in (137, 143):
+            how += f" (signal {status - 128})"
+        cause = f"rank {rank} of {workers} {how}"
+    else:
+        cause = f"horovodrun exited with status {code}"
+    lines = [line for line in tail if line.strip()][-6:]
+    return f"train: {cause}; last output: " + " | ".join(lines)
+
+
+def serving_features(transform_graph_dir: str, raw_spec: dict, label: str) -> list[str]:
     """Raw features a serving request must carry: those the transform graph reads, minus the label."""
     info_path = Path(transform_graph_dir) / "slipway_transform.json"
     names = list(raw_spec)
@@ -189,45 +219,3 @@ def _serving_features(transform_graph_dir: str, raw_spec: dict, label: str) -> l
         if used:
             names = [n for n in used if n in raw_spec]
     return sorted(n for n in names if n != label)
-
-
-def _export(model, tft_output, serving_spec: dict, label: str, path: str) -> None:
-    import tensorflow as tf
-
-    model.tft_layer = tft_output.transform_features_layer()  # tracked, so the TFT assets are saved
-
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name=SERVING_INPUT)])
-    def serve(serialized):
-        parsed = tf.io.parse_example(serialized, serving_spec)
-        transformed = model.tft_layer(parsed)
-        transformed.pop(label, None)
-        return {SERVING_OUTPUT: model(transformed, training=False)}
-
-    model.save(path, save_format="tf", signatures={"serving_default": serve.get_concrete_function()})
-
-
-def _step_counter():
-    import tensorflow as tf
-
-    class StepCounter(tf.keras.callbacks.Callback):
-        """Counts optimizer steps and the time spent in training batches (not validation)."""
-
-        def __init__(self):
-            super().__init__()
-            self.count = 0
-            self.seconds = 0.0
-            self._epoch_start = None
-            self._last = None
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self._epoch_start = time.monotonic()
-
-        def on_train_batch_end(self, batch, logs=None):
-            self.count += 1
-            self._last = time.monotonic()
-
-        def on_epoch_end(self, epoch, logs=None):
-            if self._epoch_start is not None and self._last is not None:
-                self.seconds += self._last - self._epoch_start
-
-    return StepCounter()

@@ -1,0 +1,44 @@
+"""`python -m slipway.components.train.distributed`: the training entry point every rank runs.
+
+The same command runs as a single process, under horovodrun/mpirun with N ranks on one machine, and in an
+MPIJob's launcher on a cluster; trainer.py decides from the environment whether Horovod is in charge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
+from slipway.core.errors import SlipwayError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m slipway.components.train.distributed", description=__doc__)
+    parser.add_argument("--transformed-examples", required=True)
+    parser.add_argument("--transform-graph", required=True)
+    parser.add_argument("--module-file", required=True)
+    parser.add_argument("--model-dir", required=True)
+    parser.add_argument("--tensorboard-dir", required=True)
+    parser.add_argument("--hyperparameters", default="{}", help="JSON object (already merged with defaults)")
+    parser.add_argument("--checkpoint-dir", default="")
+    parser.add_argument("--digest-dir", default="", help="each rank writes a digest of its final weights here")
+    args = parser.parse_args(argv)
+
+    from slipway.components.train import trainer
+    from slipway.components.train.executor import load_user_module, resolve_hyperparameters
+
+    try:
+        hparams = resolve_hyperparameters(load_user_module(args.module_file), args.hyperparameters)
+        result = trainer.train(args.transformed_examples, args.transform_graph, args.module_file, args.model_dir,
+                               args.tensorboard_dir, hparams, args.checkpoint_dir, args.digest_dir)
+    except SlipwayError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    print("train result: " + json.dumps({k: v for k, v in result.items() if k != "hyperparameters"}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

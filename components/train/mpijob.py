@@ -1,0 +1,361 @@
+"""Render distributed training as an MPIJob (kubeflow.org/v2beta1, mpi-operator v0.8+) from one spec.
+
+The launcher pod runs `mpirun ... python -m slipway.components.train.distributed ARGS` as uid 1000; the worker
+pods run sshd on port 2222 for it (images/trainer/Dockerfile, images/trainer/README.md). Object-store
+credentials reach the pods only as secretKeyRef environment variables, never as values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import slipway  # noqa: F401  (environment defaults first)
+from slipway.core.errors import SlipwayError
+from slipway.core.launcher import MPIJOB, owner_labels
+
+API_VERSION = f"{MPIJOB.group}/{MPIJOB.version}"
+TRAINER_IMAGE = "ghcr.io/slipway-ml/slipway-trainer:0.1.0"  # images/trainer/Dockerfile
+ENTRY_POINT = ("python", "-m", "slipway.components.train.distributed")
+USER_ID = 1000
+HOME = "/home/slipway"
+SSH_AUTH_MOUNT_PATH = f"{HOME}/.ssh"
+SSHD_CONFIG = f"{HOME}/.sshd_config"
+SSH_PORT = 2222
+LAUNCHER_CONTAINER = "mpi-launcher"
+WORKER_CONTAINER = "mpi-worker"
+CLEAN_POD_POLICIES = ("None", "Running", "All")
+CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+ALWAYS_ENV = {"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1"}
+
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NUMBER = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+# Kubernetes resource.Quantity (the pattern the CRD carries for int-or-string quantities)
+QUANTITY = re.compile(rf"^(\+|-)?{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?$")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Requests = limits (Guaranteed QoS when cpu and memory are set). gpus -> nvidia.com/gpu."""
+
+    cpu: str | int | float | None = None
+    memory: str | None = None
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class ObjectStore:
+    """S3-compatible store. secret_name: the Secret holding AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."""
+
+    secret_name: str
+    endpoint: str = ""
+    use_https: bool = True
+    verify_ssl: bool = True
+    region: str = "us-east-1"
+
+
+@dataclass(frozen=True)
+class Pvc:
+    """A PersistentVolumeClaim (ReadWriteMany for several workers) mounted at mount_path in every pod."""
+
+    claim_name: str
+    mount_path: str = "/data"
+
+
+@dataclass(frozen=True)
+class RunPolicy:
+    clean_pod_policy: str = "Running"
+    ttl_seconds_after_finished: int | None = 3600
+    backoff_limit: int | None = None
+    active_deadline_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class MPIJobSpec:
+    name: str
+    namespace: str
+    workers: int
+    image: str = TRAINER_IMAGE
+    slots_per_worker: int = 1
+    trainer_args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    worker_resources: Resources = Resources(cpu="2", memory="4Gi")
+    launcher_resources: Resources = Resources(cpu="500m", memory="1Gi")
+    run_policy: RunPolicy = RunPolicy()
+    storage: ObjectStore | Pvc | None = None
+    service_account: str = ""
+    run_id: str = ""
+    task: str = ""
+
+
+def distributed_args(
+    transformed_examples: str,
+    transform_graph: str,
+    module_file: str,
+    model_dir: str,
+    tensorboard_dir: str = "",
+    checkpoint_dir: str = "",
+    hyperparameters: str = "{}",
+) -> list[str]:
+    """The flags of `python -m slipway.components.train.distributed`, empty optional ones left out."""
+    pairs = [
+        ("--transformed-examples", transformed_examples), ("--transform-graph", transform_graph),
+        ("--module-file", module_file), ("--model-dir", model_dir), ("--tensorboard-dir", tensorboard_dir),
+        ("--checkpoint-dir", checkpoint_dir), ("--hyperparameters", hyperparameters),
+    ]
+    return [token for flag, value in pairs if value for token in (flag, value)]
+
+
+def validate(spec: MPIJobSpec) -> None:
+    """Raise a one-line SlipwayError for the first thing wrong with spec."""
+    if not isinstance(spec.workers, int) or isinstance(spec.workers, bool) or spec.workers < 1:
+        raise SlipwayError(f"mpijob: workers must be an integer >= 1, got {spec.workers!r}")
+    if not isinstance(spec.slots_per_worker, int) or isinstance(spec.slots_per_worker, bool) \
+            or spec.slots_per_worker < 1:
+        raise SlipwayError(f"mpijob: slots_per_worker must be an integer >= 1, got {spec.slots_per_worker!r}")
+    # The operator names worker pods NAME-worker-INDEX and requires that to be a DNS-1035 label (<= 63 chars).
+    longest = f"{spec.name}-worker-{spec.workers - 1}"
+    if not _DNS1035.match(spec.name or "") or len(longest) > 63:
+        raise SlipwayError(
+            f"mpijob: name {spec.name!r} must be lower-case letters, digits and '-', start with a letter, and leave "
+            f"room for '{longest[len(spec.name):]}' within 63 characters (at most {63 - len(longest) + len(spec.name)})"
+        )
+    if not _DNS1123.match(spec.namespace or "") or len(spec.namespace) > 63:
+        raise SlipwayError(f"mpijob: namespace {spec.namespace!r} is not a valid namespace name")
+    if not spec.image or any(c.isspace() for c in spec.image):
+        raise SlipwayError(f"mpijob: image {spec.image!r} is empty or contains spaces")
+    if spec.service_account and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", spec.service_account):
+        raise SlipwayError(f"mpijob: service_account {spec.service_account!r} is not a valid name")
+    if isinstance(spec.trainer_args, str) or not all(isinstance(a, str) for a in spec.trainer_args):
+        raise SlipwayError("mpijob: trainer_args must be a list of strings")
+    _validate_env(spec.env)
+    policy = spec.run_policy
+    if policy.clean_pod_policy not in CLEAN_POD_POLICIES:
+        raise SlipwayError(
+            f"mpijob: clean_pod_policy {policy.clean_pod_policy!r} is not one of {', '.join(CLEAN_POD_POLICIES)}"
+        )
+    for label, value in (("ttl_seconds_after_finished", policy.ttl_seconds_after_finished),
+                         ("backoff_limit", policy.backoff_limit),
+                         ("active_deadline_seconds", policy.active_deadline_seconds)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise SlipwayError(f"mpijob: {label} must be an integer >= 0, got {value!r}")
+    for role, res in (("worker", spec.worker_resources), ("launcher", spec.launcher_resources)):
+        _quantities(role, res)
+    _validate_storage(spec)
+
+
+def _validate_env(env: Mapping[str, str]) -> None:
+    for name, value in env.items():
+        if not _ENV_NAME.match(str(name)):
+            raise SlipwayError(f"mpijob: environment variable name {name!r} is not valid")
+        if name in CREDENTIAL_VARS:
+            raise SlipwayError(f"mpijob: {name} must not be passed as a value; put it in the object store's Secret")
+        if not isinstance(value, str):
+            raise SlipwayError(f"mpijob: environment variable {name} must be a string, got {type(value).__name__}")
+
+
+def _validate_storage(spec: MPIJobSpec) -> None:
+    storage = spec.storage
+    if isinstance(storage, list | tuple):
+        raise SlipwayError("mpijob: choose one storage, an ObjectStore (Secret + endpoint) or a Pvc, not both")
+    if storage is not None and not isinstance(storage, ObjectStore | Pvc):
+        raise SlipwayError(f"mpijob: storage must be ObjectStore, Pvc or None, got {type(storage).__name__}")
+    s3_uris = [a for a in spec.trainer_args if a.startswith("s3://")]
+    if s3_uris and not isinstance(storage, ObjectStore):
+        raise SlipwayError(f"mpijob: {s3_uris[0]} is an object-store URI but no credentials Secret was given "
+                           "(ObjectStore(secret_name=...))")
+    if isinstance(storage, ObjectStore):
+        if not _DNS1123.match(storage.secret_name or "") and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                                                          storage.secret_name or ""):
+            raise SlipwayError(f"mpijob: object store secret_name {storage.secret_name!r} is not a valid Secret name")
+        if storage.endpoint and not re.match(r"^https?://[^\s/]+", storage.endpoint):
+            raise SlipwayError(f"mpijob: s3 endpoint {storage.endpoint!r} must look like http(s)://host[:port]")
+    if isinstance(storage, Pvc):
+        if not _DNS1123.match(storage.claim_name or "") and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                                                         storage.claim_name or ""):
+            raise SlipwayError(f"mpijob: PVC claim name {storage.claim_name!r} is not a valid name")
+        if not storage.mount_path.startswith("/") or storage.mount_path.rstrip("/") in ("", HOME, SSH_AUTH_MOUNT_PATH):
+            raise SlipwayError(f"mpijob: PVC mount path {storage.mount_path!r} must be an absolute path other than "
+                               f"/, {HOME} or {SSH_AUTH_MOUNT_PATH}")
+
+
+def _quantity(role: str, what: str, value: Any) -> str:
+    text = str(value)
+    if isinstance(value, bool) or not QUANTITY.match(text):
+        raise SlipwayError(f"mpijob: {role} {what} {value!r} is not a Kubernetes quantity (e.g. 2, 500m, 4Gi)")
+    return text
+
+
+def _quantities(role: str, res: Resources) -> dict[str, str]:
+    out = {}
+    if res.cpu is not None:
+        out["cpu"] = _quantity(role, "cpu", res.cpu)
+    if res.memory is not None:
+        out["memory"] = _quantity(role, "memory", res.memory)
+    if not isinstance(res.gpus, int) or isinstance(res.gpus, bool) or res.gpus < 0:
+        raise SlipwayError(f"mpijob: {role} gpus must be an integer >= 0, got {res.gpus!r}")
+    if res.gpus:
+        out["nvidia.com/gpu"] = str(res.gpus)
+    return out
+
+
+def _env(spec: MPIJobSpec, with_credentials: bool) -> list[dict]:
+    plain = dict(ALWAYS_ENV)
+    storage = spec.storage
+    if isinstance(storage, ObjectStore):
+        if storage.endpoint:
+            plain["S3_ENDPOINT"] = storage.endpoint
+            plain["AWS_ENDPOINT_URL"] = storage.endpoint
+        plain["S3_USE_HTTPS"] = "1" if storage.use_https else "0"
+        plain["S3_VERIFY_SSL"] = "1" if storage.verify_ssl else "0"
+        plain["AWS_REGION"] = storage.region
+    plain.update(spec.env)
+    env = [{"name": k, "value": v} for k, v in plain.items()]
+    if with_credentials and isinstance(storage, ObjectStore):
+        env += [{"name": key, "valueFrom": {"secretKeyRef": {"name": storage.secret_name, "key": key}}}
+                for key in CREDENTIAL_VARS]
+    return env
+
+
+def mpirun_command(spec: MPIJobSpec, env_names: Sequence[str]) -> list[str]:
+    """The launcher's command: one rank per slot, every environment variable exported to the ranks."""
+    command = ["mpirun", "-np", str(spec.workers * spec.slots_per_worker), "-bind-to", "none", "-map-by", "slot"]
+    for name in [*env_names, "LD_LIBRARY_PATH", "PATH"]:
+        command += ["-x", name]
+    command += ["-mca", "pml", "ob1", "-mca", "btl", "^openib", *ENTRY_POINT, *spec.trainer_args]
+    return command
+
+
+def _container_resources(role: str, res: Resources) -> dict:
+    quantities = _quantities(role, res)
+    return {"requests": dict(quantities), "limits": dict(quantities)} if quantities else {}
+
+
+def _pod_template(spec: MPIJobSpec, container: dict, labels: dict) -> dict:
+    pod: dict[str, Any] = {
+        "securityContext": {"runAsUser": USER_ID, "runAsGroup": USER_ID, "runAsNonRoot": True, "fsGroup": USER_ID},
+        "containers": [container],
+    }
+    if spec.service_account:
+        pod["serviceAccountName"] = spec.service_account
+    if isinstance(spec.storage, Pvc):
+        pod["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": spec.storage.claim_name}}]
+        container["volumeMounts"] = [{"name": "data", "mountPath": spec.storage.mount_path}]
+    return {"metadata": {"labels": dict(labels)}, "spec": pod}
+
+
+def render(spec: MPIJobSpec) -> dict:
+    """The MPIJob object for spec (validated first; SlipwayError on bad input)."""
+    validate(spec)
+    labels = owner_labels(spec.run_id, spec.task) if (spec.run_id or spec.task) else {}
+    security = {"allowPrivilegeEscalation": False}
+    launcher_env = _env(spec, with_credentials=True)
+    launcher = {
+        "name": LAUNCHER_CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": mpirun_command(spec, [e["name"] for e in launcher_env]),
+        "env": launcher_env,
+        "resources": _container_resources("launcher", spec.launcher_resources),
+        "securityContext": dict(security),
+    }
+    worker = {
+        "name": WORKER_CONTAINER,
+        "image": spec.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/usr/sbin/sshd", "-De", "-f", SSHD_CONFIG],
+        "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
+        "env": _env(spec, with_credentials=False),
+        "resources": _container_resources("worker", spec.worker_resources),
+        "securityContext": dict(security),
+    }
+    policy = spec.run_policy
+    run_policy = {"cleanPodPolicy": policy.clean_pod_policy}
+    for key, value in (("ttlSecondsAfterFinished", policy.ttl_seconds_after_finished),
+                       ("backoffLimit", policy.backoff_limit),
+                       ("activeDeadlineSeconds", policy.active_deadline_seconds)):
+        if value is not None:
+            run_policy[key] = value
+    obj = {
+        "apiVersion": API_VERSION,
+        "kind": MPIJOB.kind,
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(labels)},
+        "spec": {
+            "slotsPerWorker": spec.slots_per_worker,
+            "runPolicy": run_policy,
+            "mpiImplementation": "OpenMPI",
+            "launcherCreationPolicy": "WaitForWorkersReady",
+            "sshAuthMountPath": SSH_AUTH_MOUNT_PATH,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
+                             "template": _pod_template(spec, launcher, labels)},
+                "Worker": {"replicas": spec.workers, "restartPolicy": "Never",
+                           "template": _pod_template(spec, worker, labels)},
+            },
+        },
+    }
+    if not labels:
+        del obj["metadata"]["labels"]
+        for replica in obj["spec"]["mpiReplicaSpecs"].values():
+            del replica["template"]["metadata"]
+    problems = operator_errors(obj)
+    if problems:  # a bug here, not the user's input: validate() should have caught it
+        raise SlipwayError(f"mpijob: rendered object would be rejected by mpi-operator: {problems[0]}")
+    return obj
+
+
+def render_yaml(spec: MPIJobSpec) -> str:
+    import yaml
+
+    return yaml.safe_dump(render(spec), sort_keys=False, default_flow_style=False, width=1000)
+
+
+def operator_errors(obj: Mapping[str, Any]) -> list[str]:
+    """What mpi-operator's own validation (beyond the CRD schema) would reject; [] when nothing.
+
+    Mirrors pkg/apis/kubeflow/validation: worker hostnames are DNS-1035 labels, slotsPerWorker >= 0, known
+    cleanPodPolicy / mpiImplementation / restartPolicy, non-negative run-policy numbers, one launcher, >= 1
+    worker, at least one container per replica.
+    """
+    errors: list[str] = []
+    spec = obj.get("spec") or {}
+    name = (obj.get("metadata") or {}).get("name", "")
+    replicas = spec.get("mpiReplicaSpecs") or {}
+    worker = replicas.get("Worker") or {}
+    count = worker.get("replicas") if isinstance(worker.get("replicas"), int) and worker.get("replicas") > 0 else 1
+    host = f"{name}-worker-{count - 1}"
+    if len(host) > 63 or not _DNS1035.match(host):
+        errors.append(f"metadata.name: worker hostname {host!r} is not a DNS-1035 label")
+    slots = spec.get("slotsPerWorker")
+    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 0:
+        errors.append(f"spec.slotsPerWorker: {slots!r} must be a non-negative integer")
+    run_policy = spec.get("runPolicy") or {}
+    if run_policy.get("cleanPodPolicy") not in CLEAN_POD_POLICIES:
+        errors.append(f"spec.runPolicy.cleanPodPolicy: {run_policy.get('cleanPodPolicy')!r} "
+                      f"not in {CLEAN_POD_POLICIES}")
+    for key in ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit"):
+        if key in run_policy and (not isinstance(run_policy[key], int) or run_policy[key] < 0):
+            errors.append(f"spec.runPolicy.{key}: {run_policy[key]!r} must be >= 0")
+    if not spec.get("sshAuthMountPath"):
+        errors.append("spec.sshAuthMountPath: required")
+    if spec.get("mpiImplementation") not in ("OpenMPI", "Intel", "MPICH"):
+        errors.append(f"spec.mpiImplementation: {spec.get('mpiImplementation')!r} not supported")
+    if "Launcher" not in replicas:
+        errors.append("spec.mpiReplicaSpecs.Launcher: required")
+    for role, replica in replicas.items():
+        path = f"spec.mpiReplicaSpecs.{role}"
+        if not isinstance(replica.get("replicas"), int):
+            errors.append(f"{path}.replicas: required")
+        elif role == "Launcher" and replica["replicas"] != 1:
+            errors.append(f"{path}.replicas: must be 1")
+        elif role == "Worker" and replica["replicas"] < 1:
+            errors.append(f"{path}.replicas: must be >= 1")
+        if replica.get("restartPolicy") not in ("Never", "OnFailure"):
+            errors.append(f"{path}.restartPolicy: {replica.get('restartPolicy')!r} not Never or OnFailure")
+        if not ((replica.get("template") or {}).get("spec") or {}).get("containers"):
+            errors.append(f"{path}.template.spec.containers: at least one container")
+    return errors

@@ -1,0 +1,377 @@
+"""The training routine: one code path for a single process and for N Horovod ranks (ring all-reduce).
+
+Run by executor.run in-process (one worker) and, for several workers, by `python -m
+slipway.components.train.distributed` under horovodrun/mpirun (locally) or an MPIJob launcher (on a cluster).
+
+Under Horovod each rank reads its own shard of the transformed train split with the same number of steps per
+epoch (so the all-reduce never waits on a rank that ran out of data), the optimizer is wrapped in
+hvd.DistributedOptimizer with the learning rate scaled by the number of ranks and warmed up, rank 0's initial
+state is broadcast, metrics are averaged, and rank 0 alone writes checkpoints, TensorBoard logs and the export.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
+from slipway.core.artifacts import examples_meta, read_json, split_files, write_json
+from slipway.core.errors import SlipwayError
+
+TRAIN_SPLIT = "train"
+EVAL_SPLIT = "eval"
+MODEL_META = "model_meta.json"
+SERVING_INPUT = "examples"
+SERVING_OUTPUT = "outputs"
+CHECKPOINT_PREFIX = "ckpt"
+FINGERPRINT_FILE = "fingerprint.json"
+HOROVOD_RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+
+
+@dataclass
+class Plan:
+    """What every rank agrees on before training starts: derived from the inputs only."""
+
+    label: str
+    num_classes: int
+    label_classes: list
+    train_files: list[str]
+    eval_files: list[str]
+    train_examples: int
+    eval_examples: int
+    steps_per_epoch: int
+    validation_steps: int
+
+
+def make_plan(transformed_examples_dir: str, hparams: dict, workers: int) -> Plan:
+    """Check the inputs and work out equal steps per rank; fails before any process is launched."""
+    meta = examples_meta(transformed_examples_dir)
+    label = meta.get("label")
+    if not label:
+        raise SlipwayError(f"examples {transformed_examples_dir}: examples_meta.json names no label")
+    num_classes = int(meta.get("num_classes") or len(meta.get("label_classes", [])))
+    if num_classes < 2:
+        raise SlipwayError(f"examples {transformed_examples_dir}: need at least 2 classes, got {num_classes}")
+    splits = meta.get("splits", {})
+    train_examples = int(splits.get(TRAIN_SPLIT, 0))
+    global_batch = hparams["batch_size"] * workers
+    steps = train_examples // global_batch
+    if steps < 1:
+        raise SlipwayError(
+            f"train: workers={workers} x batch_size={hparams['batch_size']} needs at least {global_batch} train "
+            f"examples for one step per rank, the train split has {train_examples}; use fewer workers or a "
+            "smaller batch_size"
+        )
+    eval_examples = int(splits.get(EVAL_SPLIT, 0))
+    return Plan(
+        label=label,
+        num_classes=num_classes,
+        label_classes=list(meta.get("label_classes", [])),
+        train_files=split_files(transformed_examples_dir, TRAIN_SPLIT),
+        eval_files=split_files(transformed_examples_dir, EVAL_SPLIT) if eval_examples else [],
+        train_examples=train_examples,
+        eval_examples=eval_examples,
+        steps_per_epoch=steps,
+        validation_steps=eval_examples // global_batch,
+    )
+
+
+def under_horovod() -> bool:
+    return any(var in os.environ for var in HOROVOD_RANK_VARS)
+
+
+class SingleProcess:
+    """The Horovod API surface the trainer uses, for one process without Horovod installed."""
+
+    @staticmethod
+    def rank() -> int:
+        return 0
+
+    @staticmethod
+    def size() -> int:
+        return 1
+
+    @staticmethod
+    def local_size() -> int:
+        return 1
+
+
+def init_horovod():
+    """Import and initialise horovod.tensorflow.keras, with the Keras-backend fix TF 2.16 needs."""
+    import tensorflow as tf
+
+    try:
+        import horovod.tensorflow.keras as hvd
+        import horovod.tensorflow.keras.callbacks as hvd_callbacks
+    except ImportError as exc:
+        raise SlipwayError(f"train: Horovod is not installed in this environment ({exc}); run .ci/setup") from exc
+    # Horovod imports the Keras 3 backend even with TF_USE_LEGACY_KERAS=1, so MetricAverageCallback fails with
+    # "module 'keras.backend' has no attribute 'constant'": point it at tf.keras' (Keras 2) backend.
+    hvd.K = tf.keras.backend
+    hvd_callbacks.K = tf.keras.backend
+    hvd.init()
+    return hvd
+
+
+def fingerprint(module_file: str, hparams: dict, transformed_examples_dir: str) -> str:
+    """Checkpoints are only resumed by a run with the same module, hyper-parameters and data."""
+    digest = hashlib.sha256(Path(module_file).read_bytes())
+    digest.update(json.dumps(hparams, sort_keys=True).encode())
+    digest.update(json.dumps(examples_meta(transformed_examples_dir), sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def train(
+    transformed_examples_dir: str,
+    transform_graph_dir: str,
+    module_file: str,
+    model_dir: str,
+    tensorboard_dir: str,
+    hparams: dict,
+    checkpoint_dir: str = "",
+    digest_dir: str = "",
+) -> dict:
+    """Train on this rank (or this single process); rank 0 exports to model_dir. Returns rank 0's result."""
+    from slipway.components.train.executor import load_user_module, serving_features
+
+    started = time.monotonic()
+    hvd = init_horovod() if under_horovod() else SingleProcess()
+    rank, size = hvd.rank(), hvd.size()
+
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    if size > 1:  # ranks on one machine share its cores instead of each spawning a thread per core
+        tf.config.threading.set_intra_op_parallelism_threads(max(1, (os.cpu_count() or 1) // hvd.local_size()))
+        tf.config.threading.set_inter_op_parallelism_threads(2)
+    tf.keras.utils.set_random_seed(hparams["seed"])
+
+    module = load_user_module(module_file)
+    plan = make_plan(transformed_examples_dir, hparams, size)
+    tft_output = tft.TFTransformOutput(transform_graph_dir)
+    transformed_spec = tft_output.transformed_feature_spec()
+    if plan.label not in transformed_spec:
+        raise SlipwayError(f"transform graph {transform_graph_dir}: label '{plan.label}' is not a transformed feature")
+    raw_spec = tft_output.raw_feature_spec()
+
+    train_ds = _dataset(plan.train_files, transformed_spec, plan, hparams, rank, size, shuffle=True)
+    eval_ds = (
+        _dataset(plan.eval_files, transformed_spec, plan, hparams, rank, size, shuffle=False)
+        if plan.validation_steps
+        else None
+    )
+    model = module.build_keras_model(dict(hparams), tft_output, plan.label, plan.num_classes)
+    _check_model(model, module_file)
+    callbacks = _distribute(model, hvd, hparams, plan) if size > 1 else []
+
+    checkpoint, manager, initial_epoch = _checkpointing(
+        model, checkpoint_dir, fingerprint(module_file, hparams, transformed_examples_dir), rank
+    )
+    if rank == 0:
+        callbacks.append(tf.keras.callbacks.TensorBoard(log_dir=tensorboard_dir, update_freq="epoch", profile_batch=0))
+    steps = _StepTimer()
+    callbacks.append(steps)
+    if manager is not None:
+        callbacks.append(_CheckpointEachEpoch(checkpoint, manager, rank))
+    if initial_epoch:
+        print(f"train: rank {rank} resumes after epoch {initial_epoch} from {manager.latest_checkpoint}", flush=True)
+
+    history = model.fit(
+        train_ds,
+        validation_data=eval_ds,
+        epochs=hparams["epochs"],
+        initial_epoch=initial_epoch,
+        steps_per_epoch=plan.steps_per_epoch,
+        validation_steps=plan.validation_steps or None,
+        callbacks=callbacks,
+        verbose=0,
+    )
+    metrics = {name: float(values[-1]) for name, values in history.history.items() if values}
+    if digest_dir:
+        Path(digest_dir).mkdir(parents=True, exist_ok=True)
+        (Path(digest_dir) / f"weights-rank{rank}.sha256").write_text(weights_digest(model) + "\n")
+    result = {
+        "hyperparameters": hparams,
+        "metrics": metrics,
+        "workers": size,
+        "initial_epoch": initial_epoch,
+        "train_steps": steps.count,
+        "steps_per_second": round(steps.count / steps.seconds, 3) if steps.seconds > 0 else 0.0,
+        "samples_per_second": round(steps.count * hparams["batch_size"] * size / steps.seconds, 1)
+        if steps.seconds > 0
+        else 0.0,
+    }
+    if rank == 0:
+        features = serving_features(transform_graph_dir, raw_spec, plan.label)
+        _export(model, tft_output, {n: raw_spec[n] for n in features}, plan.label, model_dir)
+        result["seconds"] = round(time.monotonic() - started, 3)
+        write_json(
+            Path(model_dir) / MODEL_META,
+            {
+                "label": plan.label,
+                "num_classes": plan.num_classes,
+                "label_classes": plan.label_classes,
+                "raw_features": features,
+                "final_metrics": metrics,
+                "serving": {"signature": "serving_default", "input": SERVING_INPUT, "output": SERVING_OUTPUT},
+                **{k: v for k, v in result.items() if k != "metrics"},
+            },
+        )
+    return result
+
+
+def weights_digest(model) -> str:
+    digest = hashlib.sha256()
+    for weight in model.get_weights():
+        digest.update(weight.tobytes())
+    return digest.hexdigest()
+
+
+def _dataset(files, spec, plan: Plan, hparams: dict, rank: int, size: int, shuffle: bool):
+    import tensorflow as tf
+
+    # Shard whole files when they divide evenly among ranks (each rank reads less); otherwise shard records.
+    by_file = size > 1 and len(files) % size == 0
+    ds = tf.data.Dataset.from_tensor_slices(files[rank::size] if by_file else files)
+    ds = ds.interleave(lambda f: tf.data.TFRecordDataset(f, compression_type="GZIP"), cycle_length=1)
+    if size > 1 and not by_file:
+        ds = ds.shard(size, rank)
+    ds = ds.cache()
+    if shuffle:
+        ds = ds.shuffle(10_000, seed=hparams["seed"] + rank, reshuffle_each_iteration=True)
+    # repeat + drop_remainder: every rank runs exactly steps_per_epoch full batches, so none waits in all-reduce.
+    ds = ds.repeat().batch(hparams["batch_size"], drop_remainder=True)
+    label, binary = plan.label, plan.num_classes == 2
+
+    def parse(serialized):
+        features = tf.io.parse_example(serialized, spec)
+        y = features.pop(label)
+        if isinstance(y, tf.sparse.SparseTensor):
+            y = tf.sparse.to_dense(y)
+        y = tf.reshape(y, [-1, 1] if binary else [-1])
+        return features, tf.cast(y, tf.float32) if binary else y
+
+    return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _check_model(model, module_file: str) -> None:
+    import tensorflow as tf
+
+    if not isinstance(model, tf.keras.Model):
+        raise SlipwayError(
+            f"module file {module_file}: build_keras_model must return a tf.keras.Model, got {type(model).__name__}"
+        )
+    if not getattr(model, "optimizer", None) or not getattr(model, "compiled_loss", None):
+        raise SlipwayError(f"module file {module_file}: build_keras_model must return a compiled model")
+
+
+def _distribute(model, hvd, hparams: dict, plan: Plan) -> list:
+    """Re-compile the user's model for Horovod; return the callbacks every rank needs."""
+    size = hvd.size()
+    scaled_lr = hparams["learning_rate"] * size
+    optimizer = model.optimizer
+    optimizer.learning_rate = scaled_lr
+    model.compile(
+        optimizer=hvd.DistributedOptimizer(optimizer),
+        loss=model.loss,
+        metrics=model.compiled_metrics._user_metrics,  # what build_keras_model compiled with
+    )
+    warmup_epochs = min(hparams.get("warmup_epochs", 1), hparams["epochs"])
+    callbacks = [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+        hvd.callbacks.MetricAverageCallback(),
+    ]
+    if warmup_epochs > 0:
+        callbacks.append(
+            hvd.callbacks.LearningRateWarmupCallback(
+                initial_lr=scaled_lr, warmup_epochs=warmup_epochs, steps_per_epoch=plan.steps_per_epoch
+            )
+        )
+    return callbacks
+
+
+def _checkpointing(model, checkpoint_dir: str, run_fingerprint: str, rank: int):
+    """A checkpoint manager over checkpoint_dir and the epoch to resume after (0 for a fresh start)."""
+    import tensorflow as tf
+
+    if not checkpoint_dir:
+        return None, None, 0
+    folder = Path(checkpoint_dir)
+    epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=epoch)
+    manager = tf.train.CheckpointManager(checkpoint, str(folder), max_to_keep=2, checkpoint_name=CHECKPOINT_PREFIX)
+    marker = folder / FINGERPRINT_FILE
+    stale = marker.exists() and read_json(marker).get("fingerprint") != run_fingerprint
+    if manager.latest_checkpoint and not stale:
+        checkpoint.restore(manager.latest_checkpoint)
+        return checkpoint, manager, int(epoch.numpy())
+    if rank == 0:
+        if stale:
+            print(f"train: checkpoints in {folder} belong to other inputs; starting fresh", flush=True)
+            for path in folder.glob(f"{CHECKPOINT_PREFIX}*"):
+                path.unlink()
+            (folder / "checkpoint").unlink(missing_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json(marker, {"fingerprint": run_fingerprint})
+    return checkpoint, manager, 0
+
+
+def _export(model, tft_output, serving_spec: dict, label: str, path: str) -> None:
+    import tensorflow as tf
+
+    model.tft_layer = tft_output.transform_features_layer()  # tracked, so the TFT assets are saved
+
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name=SERVING_INPUT)])
+    def serve(serialized):
+        parsed = tf.io.parse_example(serialized, serving_spec)
+        transformed = model.tft_layer(parsed)
+        transformed.pop(label, None)
+        return {SERVING_OUTPUT: model(transformed, training=False)}
+
+    model.save(path, save_format="tf", signatures={"serving_default": serve.get_concrete_function()})
+
+
+def _keras_callback_base():
+    import tensorflow as tf
+
+    return tf.keras.callbacks.Callback
+
+
+class _StepTimer(_keras_callback_base()):
+    """Counts optimizer steps and the time spent in training batches (not validation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+        self.seconds = 0.0
+        self._epoch_start = None
+        self._last = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_start = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.count += 1
+        self._last = time.monotonic()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._epoch_start is not None and self._last is not None:
+            self.seconds += self._last - self._epoch_start
+        print(f"train: epoch {epoch + 1} done", flush=True)
+
+
+class _CheckpointEachEpoch(_keras_callback_base()):
+    """Rank 0 saves model, optimizer and epoch after every epoch (the resume point after a failure)."""
+
+    def __init__(self, checkpoint, manager, rank: int):
+        super().__init__()
+        self.checkpoint, self.manager, self.rank = checkpoint, manager, rank
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.rank == 0:
+            self.checkpoint.epoch.assign(epoch + 1)
+            self.manager.save(checkpoint_number=epoch + 1)

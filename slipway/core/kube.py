@@ -1,0 +1,117 @@
+"""The real ResourceClient: namespaced custom objects and pod logs through the official kubernetes client.
+
+Thin on purpose (the launcher's decisions live in launcher.py and are tested there); only the pure helpers below
+are testable without a cluster. Errors propagate as kubernetes.client.exceptions.ApiException or urllib3 errors,
+which the launcher classifies (transient or not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import slipway  # noqa: F401  (environment defaults first)
+from slipway.core.errors import SlipwayError
+from slipway.core.launcher import RULES, ResourceRef
+
+
+def split_api_version(api_version: str) -> tuple[str, str]:
+    """'kubeflow.org/v2beta1' -> ('kubeflow.org', 'v2beta1'); core 'v1' -> ('', 'v1')."""
+    group, _, version = api_version.rpartition("/")
+    if not version:
+        raise SlipwayError(f"apiVersion {api_version!r}: expected GROUP/VERSION")
+    return group, version
+
+
+def plural_for(kind: str) -> str:
+    """The resource plural of a kind the launcher knows (its TerminalRule says); else the lower-case kind + 's'."""
+    rule = RULES.get(kind)
+    return rule.plural if rule else kind.lower() + "s"
+
+
+def ref_for(body: Mapping[str, Any]) -> ResourceRef:
+    group, version = split_api_version(str(body.get("apiVersion", "")))
+    meta = body.get("metadata") or {}
+    kind = str(body.get("kind", ""))
+    return ResourceRef(group, version, plural_for(kind), kind, meta.get("namespace", ""), meta.get("name", ""),
+                       meta.get("uid", ""))
+
+
+def label_selector(labels: Mapping[str, str]) -> str:
+    """{'a': 'x', 'b': 'y'} -> 'a=x,b=y' (the API's equality-based selector syntax)."""
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def newest_pod(pods: Sequence[Any]) -> Any | None:
+    """The most recently created pod (a launcher restarted by its Job leaves older, failed pods behind)."""
+    def created(pod: Any):
+        stamp = pod.metadata.creation_timestamp
+        return (stamp is not None, stamp.timestamp() if stamp is not None else 0.0, pod.metadata.name or "")
+
+    return max(pods, key=created, default=None)
+
+
+class KubeClient:
+    """ResourceClient over CustomObjectsApi and CoreV1Api."""
+
+    def __init__(self, custom_api: Any = None, core_api: Any = None):
+        from kubernetes import client
+
+        if custom_api is None or core_api is None:
+            load_config()
+        self.custom = custom_api or client.CustomObjectsApi()
+        self.core = core_api or client.CoreV1Api()
+
+    def get(self, ref: ResourceRef) -> dict | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return self.custom.get_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural,
+                                                            ref.name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def create(self, body: dict) -> dict:
+        ref = ref_for(body)
+        return self.custom.create_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural, body)
+
+    def delete(self, ref: ResourceRef) -> None:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        # Background propagation: the pods and services the operator made go with the object. The uid
+        # precondition keeps a stale reference from deleting a newer object of the same name.
+        options = client.V1DeleteOptions(
+            propagation_policy="Background",
+            preconditions=client.V1Preconditions(uid=ref.uid) if ref.uid else None,
+        )
+        try:
+            self.custom.delete_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural, ref.name,
+                                                        body=options)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def primary_log_tail(self, ref: ResourceRef, selector: dict[str, str], lines: int) -> str:
+        pods = self.core.list_namespaced_pod(ref.namespace, label_selector=label_selector(selector)).items
+        pod = newest_pod(pods)
+        if pod is None:
+            return f"(no pod matches {label_selector(selector)})"
+        container = pod.spec.containers[0].name if pod.spec and pod.spec.containers else None
+        return self.core.read_namespaced_pod_log(pod.metadata.name, ref.namespace, container=container,
+                                                 tail_lines=lines)
+
+
+def load_config() -> None:
+    """In-cluster service account when running in a pod, else the local kubeconfig."""
+    from kubernetes import config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        try:
+            config.load_kube_config()
+        except (config.ConfigException, FileNotFoundError, TypeError) as exc:
+            raise SlipwayError(f"kubernetes: no in-cluster service account and no usable kubeconfig ({exc})") from None

@@ -1,0 +1,162 @@
+"""`slipway render KIND`: print the custom resource the kubernetes backend would create, as YAML.
+
+Also the CRD-schema validator the tests use: a CRD's openAPIV3Schema turned into a JSON Schema that rejects what
+the API server would reject, plus unknown fields (as `kubectl --validate=strict` does; the server would silently
+prune them otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import slipway  # noqa: F401  (environment defaults first)
+from slipway.core.errors import SlipwayError
+
+
+def add_render_parser(subparsers) -> argparse.ArgumentParser:
+    render = subparsers.add_parser("render", help="print the Kubernetes object a remote job would create (YAML)")
+    kinds = render.add_subparsers(dest="kind", required=True)
+    mpi = kinds.add_parser("mpijob", help="distributed training as an MPIJob (kubeflow.org/v2beta1)")
+    mpi.add_argument("--name", required=True, help="MPIJob name (DNS-1035; room for -worker-N within 63 chars)")
+    mpi.add_argument("--namespace", required=True)
+    mpi.add_argument("--image", default="", help="trainer image (default: the released slipway trainer image)")
+    mpi.add_argument("--workers", type=int, default=2)
+    mpi.add_argument("--slots-per-worker", type=int, default=1, help="ranks per worker (e.g. its GPU count)")
+    mpi.add_argument("--gpus", type=int, default=0, help="GPUs per worker (nvidia.com/gpu)")
+    mpi.add_argument("--cpu", default="2", help="CPU per worker (request = limit)")
+    mpi.add_argument("--memory", default="4Gi", help="memory per worker (request = limit)")
+    mpi.add_argument("--launcher-cpu", default="500m")
+    mpi.add_argument("--launcher-memory", default="1Gi")
+    mpi.add_argument("--secret", default="", help="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (object store)")
+    mpi.add_argument("--s3-endpoint", default="", help="S3-compatible endpoint URL, e.g. http://minio.kubeflow:9000")
+    mpi.add_argument("--s3-region", default="us-east-1")
+    mpi.add_argument("--s3-no-https", action="store_true", help="S3_USE_HTTPS=0")
+    mpi.add_argument("--s3-no-verify-ssl", action="store_true", help="S3_VERIFY_SSL=0")
+    mpi.add_argument("--pvc", default="", help="PersistentVolumeClaim to mount in every pod (instead of --secret)")
+    mpi.add_argument("--mount", default="/data", help="where --pvc is mounted (default /data)")
+    mpi.add_argument("--service-account", default="")
+    mpi.add_argument("--run-id", default="", help="value of the slipway.dev/run-id label")
+    mpi.add_argument("--task", default="", help="value of the slipway.dev/task label")
+    mpi.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeat)")
+    mpi.add_argument("--clean-pod-policy", default="Running", help="None, Running or All")
+    mpi.add_argument("--ttl-seconds", type=int, default=3600, help="ttlSecondsAfterFinished")
+    mpi.add_argument("--backoff-limit", type=int, default=None)
+    mpi.add_argument("--active-deadline-seconds", type=int, default=None)
+    mpi.add_argument("--transformed-examples", required=True, help="URI of the transformed Examples")
+    mpi.add_argument("--transform-graph", required=True, help="URI of the TFT transform graph")
+    mpi.add_argument("--module-file", required=True, help="module file path (inside the image or on storage)")
+    mpi.add_argument("--model-dir", required=True, help="URI the serving SavedModel is written to")
+    mpi.add_argument("--tensorboard-dir", default="")
+    mpi.add_argument("--checkpoint-dir", default="")
+    mpi.add_argument("--hyperparameters", default="{}", help="JSON object of hyper-parameters")
+    return render
+
+
+def run_render(args: argparse.Namespace, out=None) -> int:
+    """Print the YAML for args (from add_render_parser) to out (stdout); SlipwayError on bad input."""
+    out = out or sys.stdout
+    if args.kind != "mpijob":
+        raise SlipwayError(f"render: unknown kind {args.kind!r}")
+    out.write(render_yaml_from_args(args))
+    return 0
+
+
+def render_yaml_from_args(args: argparse.Namespace) -> str:
+    from slipway.components.train import mpijob
+
+    if args.secret and args.pvc:
+        raise SlipwayError("render mpijob: give either --secret (object store) or --pvc, not both")
+    if args.s3_endpoint and not args.secret:
+        raise SlipwayError("render mpijob: --s3-endpoint needs --secret (the Secret holding the credentials)")
+    try:
+        hparams = json.loads(args.hyperparameters)
+    except json.JSONDecodeError as exc:
+        raise SlipwayError(f"render mpijob: --hyperparameters: not valid JSON ({exc.msg})") from None
+    if not isinstance(hparams, dict):
+        raise SlipwayError("render mpijob: --hyperparameters must be a JSON object")
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SlipwayError(f"render mpijob: --env {item!r}: expected KEY=VALUE")
+        env[key] = value
+    if args.secret:
+        storage = mpijob.ObjectStore(secret_name=args.secret, endpoint=args.s3_endpoint, region=args.s3_region,
+                                     use_https=not args.s3_no_https, verify_ssl=not args.s3_no_verify_ssl)
+    elif args.pvc:
+        storage = mpijob.Pvc(claim_name=args.pvc, mount_path=args.mount)
+    else:
+        storage = None
+    spec = mpijob.MPIJobSpec(
+        name=args.name,
+        namespace=args.namespace,
+        workers=args.workers,
+        image=args.image or mpijob.TRAINER_IMAGE,
+        slots_per_worker=args.slots_per_worker,
+        trainer_args=mpijob.distributed_args(
+            transformed_examples=args.transformed_examples, transform_graph=args.transform_graph,
+            module_file=args.module_file, model_dir=args.model_dir, tensorboard_dir=args.tensorboard_dir,
+            checkpoint_dir=args.checkpoint_dir, hyperparameters=json.dumps(hparams, sort_keys=True),
+        ),
+        env=env,
+        worker_resources=mpijob.Resources(cpu=args.cpu, memory=args.memory, gpus=args.gpus),
+        launcher_resources=mpijob.Resources(cpu=args.launcher_cpu, memory=args.launcher_memory),
+        run_policy=mpijob.RunPolicy(clean_pod_policy=args.clean_pod_policy,
+                                    ttl_seconds_after_finished=args.ttl_seconds, backoff_limit=args.backoff_limit,
+                                    active_deadline_seconds=args.active_deadline_seconds),
+        storage=storage,
+        service_account=args.service_account,
+        run_id=args.run_id,
+        task=args.task,
+    )
+    return mpijob.render_yaml(spec)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# CRD schema -> JSON Schema
+
+
+def crd_json_schema(crd: Mapping[str, Any], version: str, strict: bool = True) -> dict:
+    """The openAPIV3Schema of one version of a CRD as a JSON Schema.
+
+    x-kubernetes-int-or-string becomes anyOf integer/string; with strict, objects that list properties (and have
+    no additionalProperties or x-kubernetes-preserve-unknown-fields) reject unknown keys.
+    """
+    for entry in (crd.get("spec") or {}).get("versions") or []:
+        if entry.get("name") == version:
+            return _convert(entry["schema"]["openAPIV3Schema"], strict)
+    raise SlipwayError(f"CRD {crd.get('metadata', {}).get('name')}: no version {version}")
+
+
+def _convert(node: Any, strict: bool) -> Any:
+    if isinstance(node, list):
+        return [_convert(item, strict) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _convert(value, strict) for key, value in node.items()
+           if key not in ("description", "x-kubernetes-validations")}
+    if node.get("x-kubernetes-int-or-string"):
+        out.pop("type", None)
+        out.setdefault("anyOf", [{"type": "integer"}, {"type": "string"}])
+    if node.get("nullable") and "type" in out:
+            out["type"] = [out["type"], "null"]
+    if (strict and "properties" in node and "additionalProperties" not in node
+            and not node.get("x-kubernetes-preserve-unknown-fields")):
+        out["additionalProperties"] = False
+    return out
+
+
+def crd_validator(crd_path: str | Path, version: str, strict: bool = True):
+    """A jsonschema validator (Draft 7) for objects of the CRD in crd_path, with format checks on."""
+    import jsonschema
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader: ~30x faster on a 9,000-line CRD
+    docs = [d for d in yaml.load_all(Path(crd_path).read_text(), Loader=loader) if d]
+    schema = crd_json_schema(docs[0], version, strict)
+    return jsonschema.Draft7Validator(schema, format_checker=jsonschema.Draft7Validator.FORMAT_CHECKER)
