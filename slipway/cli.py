@@ -21,24 +21,37 @@ def main(argv: list[str] | None = None) -> int:
     lineage_parser.add_argument("uri", nargs="?", help="artifact URI (default: the model of the workdir's last run)")
     lineage_parser.add_argument("--workdir", default="out", help="run folder holding summary.json (default: out)")
     lineage_parser.add_argument("--store", default="", help="lineage store URI (default: the one in summary.json)")
+    from slipway.render import add_render_parser
+
+    add_render_parser(commands)
     data_parser = commands.add_parser("data", help="fetch the sample data and print its path")
-    data_parser.add_argument("name", choices=["taxi"])
+    data_parser.add_argument("name", choices=["taxi", "digits"])
     args = parser.parse_args(argv)
     try:
-        return {"run": _run, "compile": _compile, "lineage": _lineage, "data": _data}[args.command](args)
+        commands_by_name = {"run": _run, "compile": _compile, "lineage": _lineage, "data": _data, "render": _render}
+        return commands_by_name[args.command](args)
     except SlipwayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
 def _add_run(commands) -> None:
-    run = commands.add_parser("run", help="run the pipeline locally (default: the taxi demo)")
-    run.add_argument("--data", help="CSV/Parquet file or folder (default: the Chicago taxi sample)")
-    run.add_argument("--label", help="label column (default for the taxi sample: big_tipper)")
+    run = commands.add_parser("run", help="run a pipeline locally (default: the tabular taxi demo)")
+    run.add_argument("--pipeline", choices=["tabular", "images"], default="tabular",
+                     help="tabular (CSV/Parquet; sample: Chicago taxi) or images (class folders, CIFAR-10 "
+                          "batches; sample: scikit-learn digits as PNG), default tabular")
+    run.add_argument("--data", help="data file or folder (default: the pipeline's sample)")
+    run.add_argument("--label", help="label column (taxi sample: big_tipper; images: the class-id feature, label)")
     run.add_argument("--module", help="module file with preprocessing_fn and build_keras_model")
+    run.add_argument("--data-format", default="auto", choices=["auto", "csv", "parquet", "images", "cifar10",
+                                                              "tfrecord"], help="input format (default: detect)")
+    run.add_argument("--image-size", default="", help="HxW to resize images to (default: the first image's)")
+    run.add_argument("--workers", type=int, help="training processes, Horovod ranks when > 1 "
+                                                 "(default: 1 for tabular, 2 for images)")
     run.add_argument("--workdir", default="out", help="where artifacts, lineage and summary.json go (default: out)")
     run.add_argument("--key", default="", help="column whose hash assigns rows to splits (default: whole row)")
-    run.add_argument("--splits", default="train:2,eval:1", help="split weights, e.g. train:8,eval:1,test:1")
+    run.add_argument("--splits", help="split weights, e.g. train:8,eval:1,test:1 (default train:2,eval:1; "
+                                      "images train:4,eval:1)")
     run.add_argument("--schema", default="", help="curated schema.pbtxt to validate against (default: infer)")
     run.add_argument("--allow-anomalies", action="store_true", help="continue when validation finds anomalies")
     run.add_argument("--skew", default="{}", help='JSON {feature: threshold} for train/eval skew')
@@ -52,18 +65,11 @@ def _add_run(commands) -> None:
 
 def _run(args) -> int:
     from slipway.core import lineage
-    from slipway.data import taxi
-    from slipway.pipelines.tabular import PIPELINE_NAME, tabular_pipeline
+    from slipway.pipelines import training
     from slipway.runner import run_local
 
-    if args.data is None:
-        data, label = taxi.taxi_csv(), args.label or taxi.LABEL
-        module = Path(args.module) if args.module else taxi.taxi_module()
-        args.schema = args.schema or str(taxi.taxi_schema())
-    else:
-        if not args.label or not args.module:
-            raise SlipwayError("run: --data needs --label and --module")
-        data, label, module = Path(args.data), args.label, Path(args.module)
+    images = args.pipeline == "images"
+    data, label, module = _inputs(args, images)
     if not module.is_file():
         raise SlipwayError(f"module file {module}: not found")
     if not data.exists():
@@ -74,26 +80,52 @@ def _run(args) -> int:
             json.loads(text)
         except json.JSONDecodeError as exc:
             raise SlipwayError(f"{flag}: not valid JSON ({exc.msg})") from None
+    workers = args.workers if args.workers is not None else (2 if images else 1)
+    if workers < 1:
+        raise SlipwayError(f"--workers {workers}: must be at least 1")
+    pipeline = training.image_pipeline if images else training.tabular_pipeline
     workdir = Path(args.workdir).resolve()
     lineage_uri = args.lineage or lineage.sqlite_uri(workdir / "metadata.sqlite")
-    baseline = _baseline(args.baseline, lineage_uri, PIPELINE_NAME)
     arguments = {
         "data": str(data.resolve()),
         "label": label,
         "module_file": str(module.resolve()),
-        "key": args.key,
-        "splits": args.splits,
+        "splits": args.splits or ("train:4,eval:1" if images else "train:2,eval:1"),
         "schema_file": str(Path(args.schema).resolve()) if args.schema else "",
         "allow_anomalies": args.allow_anomalies,
-        "skew_thresholds": args.skew,
-        "drift_thresholds": args.drift,
         "hyperparameters": args.hparams,
+        "workers": workers,
+        # Per-epoch checkpoints outlive a failed run, so running the same command again resumes training.
+        "checkpoint_dir": str(workdir / "checkpoints" / pipeline.name),
         "eval_settings": args.eval_settings,
-        "baseline_model": baseline,
+        "baseline_model": _baseline(args.baseline, lineage_uri, pipeline.name),
     }
-    summary = run_local(tabular_pipeline, arguments, workdir, lineage_uri)
+    if images:
+        arguments.update(data_format=args.data_format, image_size=args.image_size)
+    else:
+        if args.data_format not in ("auto", "csv", "parquet") or args.image_size:
+            raise SlipwayError("--data-format images/cifar10/tfrecord and --image-size need --pipeline images")
+        arguments.update(key=args.key, skew_thresholds=args.skew, drift_thresholds=args.drift)
+    summary = run_local(pipeline, arguments, workdir, lineage_uri)
     _print_summary(summary, workdir)
     return 0 if summary["status"] == "succeeded" else 1
+
+
+def _inputs(args, images: bool) -> tuple[Path, str, Path]:
+    """Data, label and module: the user's, or the pipeline's sample and worked-example module."""
+    from slipway.data import taxi
+
+    if args.data is not None:
+        if not args.module or not (args.label or images):
+            raise SlipwayError("run: --data needs --module (and --label for tabular data)")
+        return Path(args.data), args.label or "label", Path(args.module)
+    if images:
+        from slipway.data import digits
+        from slipway.pipelines.modules import module_path
+
+        return digits.digits_folder(), args.label or "label", Path(args.module or module_path("image_cnn.py"))
+    args.schema = args.schema or str(taxi.taxi_schema())
+    return taxi.taxi_csv(), args.label or taxi.LABEL, Path(args.module) if args.module else taxi.taxi_module()
 
 
 def _baseline(choice: str, lineage_uri: str, pipeline: str) -> str:
@@ -159,10 +191,16 @@ def _lineage(args) -> int:
     return 0
 
 
-def _data(args) -> int:
-    from slipway.data import taxi
+def _render(args) -> int:
+    from slipway.render import run_render
 
-    print(taxi.taxi_csv())
+    return run_render(args)
+
+
+def _data(args) -> int:
+    from slipway.data import digits, taxi
+
+    print(taxi.taxi_csv() if args.name == "taxi" else digits.digits_folder())
     return 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from kfp import compiler
 
 from slipway.components import EvaluateOp, IngestOp, TrainOp, TransformOp, ValidateOp
-from slipway.pipelines.tabular import tabular_pipeline
+from slipway.pipelines.training import image_pipeline, tabular_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS_DIR = ROOT / "components"
@@ -25,6 +25,7 @@ def targets() -> dict[Path, object]:
         COMPONENTS_DIR / "train" / "component.yaml": TrainOp,
         COMPONENTS_DIR / "evaluate" / "component.yaml": EvaluateOp,
         PIPELINES_DIR / "tabular_pipeline.yaml": tabular_pipeline,
+        PIPELINES_DIR / "image_pipeline.yaml": image_pipeline,
     }
 
 

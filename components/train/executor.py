@@ -112,8 +112,10 @@ def run(
             trainer.train(transformed_examples_dir, transform_graph_dir, module_file, str(model), str(logs),
                           hparams, checkpoint_dir, digest_dir)
         else:
-            args = trainer_arguments(transformed_examples_dir, transform_graph_dir, module_file, str(model),
-                                     str(logs), hparams, checkpoint_dir, digest_dir)
+            from slipway.components.train.mpijob import distributed_args
+
+            args = distributed_args(transformed_examples_dir, transform_graph_dir, module_file, str(model), str(logs),
+                                    checkpoint_dir, json.dumps(hparams, sort_keys=True), digest_dir)
             run_horovod_locally(workers, args)
         meta = read_json(Path(model) / MODEL_META)
     if checkpoint_dir:
@@ -128,24 +130,6 @@ def run(
         "samples_per_second": meta["samples_per_second"],
         "seconds": round(time.monotonic() - started, 3),
     }
-
-
-def trainer_arguments(transformed_examples_dir, transform_graph_dir, module_file, model_dir, tensorboard_dir,
-                      hparams: dict, checkpoint_dir: str = "", digest_dir: str = "") -> list[str]:
-    """The command-line arguments of `python -m slipway.components.train.distributed` (local and MPIJob)."""
-    args = [
-        "--transformed-examples", transformed_examples_dir,
-        "--transform-graph", transform_graph_dir,
-        "--module-file", module_file,
-        "--model-dir", model_dir,
-        "--tensorboard-dir", tensorboard_dir,
-        "--hyperparameters", json.dumps(hparams, sort_keys=True),
-    ]
-    if checkpoint_dir:
-        args += ["--checkpoint-dir", checkpoint_dir]
-    if digest_dir:
-        args += ["--digest-dir", digest_dir]
-    return args
 
 
 def run_horovod_locally(workers: int, trainer_args: list[str]) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 
 import slipway  # noqa: F401  (environment defaults first)
 from slipway.core.errors import SlipwayError
+from slipway.core.images import TRAINER_IMAGE
 from slipway.core.launcher import MPIJOB, owner_labels
 
 API_VERSION = f"{MPIJOB.group}/{MPIJOB.version}"
-TRAINER_IMAGE = "ghcr.io/slipway-ml/slipway-trainer:0.1.0"  # images/trainer/Dockerfile
 ENTRY_POINT = ("python", "-m", "slipway.components.train.distributed")
 USER_ID = 1000
 HOME = "/home/slipway"
@@ -100,12 +100,13 @@ def distributed_args(
     tensorboard_dir: str = "",
     checkpoint_dir: str = "",
     hyperparameters: str = "{}",
+    digest_dir: str = "",
 ) -> list[str]:
-    """The flags of `python -m slipway.components.train.distributed`, empty optional ones left out."""
+    """The flags of `python -m slipway.components.train.distributed` (local ranks and MPIJob alike)."""
     pairs = [
         ("--transformed-examples", transformed_examples), ("--transform-graph", transform_graph),
         ("--module-file", module_file), ("--model-dir", model_dir), ("--tensorboard-dir", tensorboard_dir),
-        ("--checkpoint-dir", checkpoint_dir), ("--hyperparameters", hyperparameters),
+        ("--checkpoint-dir", checkpoint_dir), ("--hyperparameters", hyperparameters), ("--digest-dir", digest_dir),
     ]
     return [token for flag, value in pairs if value for token in (flag, value)]
 

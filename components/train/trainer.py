@@ -332,7 +332,10 @@ def _export(model, tft_output, serving_spec: dict, label: str, path: str) -> Non
         transformed.pop(label, None)
         return {SERVING_OUTPUT: model(transformed, training=False)}
 
-    model.save(path, save_format="tf", signatures={"serving_default": serve.get_concrete_function()})
+    # Without the optimizer: a Horovod-wrapped one would put HorovodAllreduce ops into the serving graph, which
+    # TF Serving, TFMA and KServe cannot load.
+    model.save(path, save_format="tf", include_optimizer=False,
+               signatures={"serving_default": serve.get_concrete_function()})
 
 
 def _keras_callback_base():

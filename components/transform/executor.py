@@ -7,6 +7,8 @@ Inputs: an Examples folder (ingest layout), a schema folder (schema.pbtxt) and a
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import shutil
 import tempfile
@@ -49,6 +51,21 @@ def load_schema(schema_dir: str | os.PathLike):
     if not schema.feature:
         raise SlipwayError(f"schema {path}: has no features")
     return schema
+
+
+CUSTOM_CONFIG_KEYS = ("label", "label_classes", "num_classes", "columns", "image_shape", "data_format")
+
+
+def with_custom_config(preprocessing_fn, meta: dict):
+    """TFX convention: a preprocessing_fn(inputs, custom_config) receives facts about the data (e.g. image_shape)."""
+    try:
+        parameters = inspect.signature(preprocessing_fn).parameters
+    except (TypeError, ValueError):
+        return preprocessing_fn
+    if "custom_config" not in parameters:
+        return preprocessing_fn
+    config = {key: meta[key] for key in CUSTOM_CONFIG_KEYS if key in meta}
+    return functools.partial(preprocessing_fn, custom_config=config)
 
 
 def _check_label_passthrough(preprocessing_fn, feature_spec: dict, label: str, module_file: str) -> list[str]:
@@ -98,6 +115,7 @@ def run(
     schema = load_schema(schema_dir)
     meta = examples_meta(examples_dir)
     label = meta.get("label")
+    preprocessing_fn = with_custom_config(module.preprocessing_fn, meta)
     splits = split_names(examples_dir)
     if TRAIN_SPLIT not in splits:
         raise SlipwayError(f"examples {examples_dir}: no '{TRAIN_SPLIT}' split to analyse (found {splits})")
@@ -112,10 +130,10 @@ def run(
     if label and label not in raw_feature_spec:
         raise SlipwayError(f"schema {schema_dir}: the label '{label}' is not in the schema")
     if label:
-        _check_label_passthrough(module.preprocessing_fn, raw_feature_spec, label, module_file)
+        _check_label_passthrough(preprocessing_fn, raw_feature_spec, label, module_file)
 
     with staged_output(transform_graph_dir) as graph_out, staged_output(transformed_examples_dir) as data_out:
-        _run_beam(module.preprocessing_fn, schema, examples_dir, splits, str(graph_out), data_out)
+        _run_beam(preprocessing_fn, schema, examples_dir, splits, str(graph_out), data_out)
 
         import tensorflow_transform as tft
 
@@ -129,7 +147,7 @@ def run(
             {
                 "label": label,
                 "raw_features": sorted(raw_feature_spec),
-                "transform_input_columns": _transform_inputs(module.preprocessing_fn, raw_feature_spec),
+                "transform_input_columns": _transform_inputs(preprocessing_fn, raw_feature_spec),
                 "transformed_features": sorted(transformed_spec),
             },
         )
