@@ -140,3 +140,22 @@ def test_taxi_demo_is_blessed_by_its_thresholds(tmp_path: Path):
     assert "thresholds passed" in summary["blessing_message"]
     raw = json.loads((Path(summary["steps"]["ingest"]["outputs"]["examples"]) / "examples_meta.json").read_text())
     assert raw["rows_read"] == 15002 and raw["label"] == "big_tipper"
+
+
+def test_image_pipeline_trains_with_two_horovod_ranks_on_digits(tmp_path: Path):
+    """`slipway run --pipeline images`: digits PNGs (three corrupt files among them), 2 local Horovod ranks."""
+    workdir = tmp_path / "images"
+    assert run_cli("--pipeline", "images", "--workdir", str(workdir)) == 0
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "succeeded", summary.get("error")
+    examples = json.loads((Path(summary["steps"]["ingest"]["outputs"]["examples"]) / "examples_meta.json").read_text())
+    assert examples["num_classes"] == 10 and examples["image_shape"] == [8, 8, 1]
+    assert sum(examples["skipped"].values()) == 3  # corrupt files skipped and counted, not fatal
+    model_meta = json.loads((Path(summary["model"]) / "model_meta.json").read_text())
+    assert model_meta["workers"] == 2
+    assert summary["metrics"]["sparse_categorical_accuracy"] > 0.85
+    assert summary["blessed"] is True
+    evaluation = Path(summary["steps"]["evaluate"]["outputs"]["evaluation"])
+    matrix = json.loads((evaluation / "metrics.json").read_text())["confusion_matrix"]
+    assert len(matrix["categories"]) == 10 and len(matrix["matrix"]) == 10
+    assert sum(map(sum, matrix["matrix"])) == examples["splits"]["eval"]
