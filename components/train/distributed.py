@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
@@ -41,4 +42,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: tensorflow-io's s3 filesystem aborts in it ("pure virtual method called"),
+    # which would turn a finished rank into a failed one; everything is written and flushed by now.
+    os._exit(code)

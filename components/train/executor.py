@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
+from slipway.core import storage
 from slipway.core.artifacts import read_json, staged_output
 from slipway.core.errors import SlipwayError
 from slipway.core.modules import load_module, optional_dict
@@ -196,10 +197,10 @@ def _horovod_failure(workers: int, code: int, tail: list[str]) -> str:
 
 def serving_features(transform_graph_dir: str, raw_spec: dict, label: str) -> list[str]:
     """Raw features a serving request must carry: those the transform graph reads, minus the label."""
-    info_path = Path(transform_graph_dir) / "slipway_transform.json"
+    info_path = storage.join(transform_graph_dir, "slipway_transform.json")
     names = list(raw_spec)
-    if info_path.is_file():
-        used = json.loads(info_path.read_text(encoding="utf-8")).get("transform_input_columns")
+    if storage.exists(info_path):
+        used = read_json(info_path).get("transform_input_columns")
         if used:
             names = [n for n in used if n in raw_spec]
     return sorted(n for n in names if n != label)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
+from slipway.core import storage
 from slipway.core.artifacts import examples_meta, read_json, split_files, write_json
 from slipway.core.errors import SlipwayError
 
@@ -139,6 +140,8 @@ def train(
     from slipway.components.train.executor import load_user_module, serving_features
 
     started = time.monotonic()
+    storage.ensure_filesystems(transformed_examples_dir, transform_graph_dir, model_dir, tensorboard_dir,
+                               checkpoint_dir, digest_dir)
     hvd = init_horovod() if under_horovod() else SingleProcess()
     rank, size = hvd.rank(), hvd.size()
 
@@ -192,8 +195,7 @@ def train(
     )
     metrics = {name: float(values[-1]) for name, values in history.history.items() if values}
     if digest_dir:
-        Path(digest_dir).mkdir(parents=True, exist_ok=True)
-        (Path(digest_dir) / f"weights-rank{rank}.sha256").write_text(weights_digest(model) + "\n")
+        storage.write_text(storage.join(digest_dir, f"weights-rank{rank}.sha256"), weights_digest(model) + "\n")
     result = {
         "hyperparameters": hparams,
         "metrics": metrics,
@@ -210,7 +212,7 @@ def train(
         _export(model, tft_output, {n: raw_spec[n] for n in features}, plan.label, model_dir)
         result["seconds"] = round(time.monotonic() - started, 3)
         write_json(
-            Path(model_dir) / MODEL_META,
+            storage.join(model_dir, MODEL_META),
             {
                 "label": plan.label,
                 "num_classes": plan.num_classes,
@@ -300,22 +302,19 @@ def _checkpointing(model, checkpoint_dir: str, run_fingerprint: str, rank: int):
 
     if not checkpoint_dir:
         return None, None, 0
-    folder = Path(checkpoint_dir)
+    marker = storage.join(checkpoint_dir, FINGERPRINT_FILE)
+    stale = storage.exists(marker) and read_json(marker).get("fingerprint") != run_fingerprint
+    if stale and rank == 0:
+        print(f"train: checkpoints in {checkpoint_dir} belong to other inputs; starting fresh", flush=True)
+        storage.remove_tree(checkpoint_dir)
     epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=epoch)
-    manager = tf.train.CheckpointManager(checkpoint, str(folder), max_to_keep=2, checkpoint_name=CHECKPOINT_PREFIX)
-    marker = folder / FINGERPRINT_FILE
-    stale = marker.exists() and read_json(marker).get("fingerprint") != run_fingerprint
+    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=2, checkpoint_name=CHECKPOINT_PREFIX)
     if manager.latest_checkpoint and not stale:
         checkpoint.restore(manager.latest_checkpoint)
         return checkpoint, manager, int(epoch.numpy())
     if rank == 0:
-        if stale:
-            print(f"train: checkpoints in {folder} belong to other inputs; starting fresh", flush=True)
-            for path in folder.glob(f"{CHECKPOINT_PREFIX}*"):
-                path.unlink()
-            (folder / "checkpoint").unlink(missing_ok=True)
-        folder.mkdir(parents=True, exist_ok=True)
+        storage.makedirs(checkpoint_dir)
         write_json(marker, {"fingerprint": run_fingerprint})
     return checkpoint, manager, 0
 

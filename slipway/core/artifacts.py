@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from slipway.core import storage
+
 SPLIT_PREFIX = "Split-"
 EXAMPLES_META = "examples_meta.json"
 SCHEMA_FILE = "schema.pbtxt"
@@ -31,8 +33,8 @@ def split_names(examples_root: str | os.PathLike) -> list[str]:
 
 
 def split_files(examples_root: str | os.PathLike, split: str) -> list[str]:
-    """The TFRecord shards of one split, sorted; an error if the split has none."""
-    files = sorted(str(p) for p in split_dir(examples_root, split).glob(f"*{SHARD_SUFFIX}"))
+    """The TFRecord shards of one split (a local folder or an object-store URI), sorted; an error if none."""
+    files = storage.glob(split_pattern(examples_root, split))
     if not files:
         from slipway.core.errors import SlipwayError
 
@@ -41,7 +43,7 @@ def split_files(examples_root: str | os.PathLike, split: str) -> list[str]:
 
 
 def split_pattern(examples_root: str | os.PathLike, split: str) -> str:
-    return str(split_dir(examples_root, split) / f"*{SHARD_SUFFIX}")
+    return storage.join(examples_root, f"{SPLIT_PREFIX}{split}", f"*{SHARD_SUFFIX}")
 
 
 def shard_name(index: int, count: int) -> str:
@@ -49,20 +51,17 @@ def shard_name(index: int, count: int) -> str:
 
 
 def read_json(path: str | os.PathLike) -> dict:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    return json.loads(storage.read_text(path))
 
 
 def write_json(path: str | os.PathLike, data: dict) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True, default=str)
-        f.write("\n")
+    storage.write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def examples_meta(examples_root: str | os.PathLike) -> dict:
     """What ingest recorded about an Examples folder (splits, counts, label, classes, columns)."""
-    path = Path(examples_root) / EXAMPLES_META
-    if not path.exists():
+    path = storage.join(examples_root, EXAMPLES_META)
+    if not storage.exists(path):
         from slipway.core.errors import SlipwayError
 
         raise SlipwayError(f"examples {examples_root}: {EXAMPLES_META} is missing (not written by ingest?)")

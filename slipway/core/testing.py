@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import textwrap
@@ -156,3 +157,33 @@ def make_inputs(root: Path, num_classes: int = 2, train: int = 300, eval_: int =
     module = root / "module.py"
     module.write_text(MODULE, encoding="utf-8")
     return {"examples": examples, "schema": write_schema(root / "schema"), "module": module}
+
+
+@contextlib.contextmanager
+def loopback_s3(bucket: str = "slipway-test"):
+    """A real S3-compatible server (moto) on 127.0.0.1 with one bucket; yields the environment clients need."""
+    import socket
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {
+        "AWS_ACCESS_KEY_ID": "loopback-test",
+        "AWS_SECRET_ACCESS_KEY": "loopback-test",
+        "AWS_REGION": "us-east-1",
+        "S3_ENDPOINT": endpoint,
+        "S3_USE_HTTPS": "0",
+        "S3_VERIFY_SSL": "0",
+    }
+    try:
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="loopback-test",
+                     aws_secret_access_key="loopback-test").create_bucket(Bucket=bucket)
+        yield env
+    finally:
+        server.stop()

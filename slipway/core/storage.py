@@ -1,0 +1,109 @@
+"""Paths that may be local or object-store URIs (s3:// through tensorflow-io's filesystem for tf.io.gfile).
+
+Local paths use the standard library (no TensorFlow import); URIs use tf.io.gfile. S3/MinIO settings come from
+the environment (S3_ENDPOINT, S3_USE_HTTPS, S3_VERIFY_SSL, AWS_REGION, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY),
+which on a cluster are filled from a Kubernetes Secret, never from literal values.
+"""
+
+from __future__ import annotations
+
+import glob as local_glob
+import os
+import shutil
+from pathlib import Path
+
+from slipway.core.errors import SlipwayError
+
+FILESYSTEM_MODULES = {"s3": "tensorflow_io"}
+
+
+def is_remote(path: str | os.PathLike) -> bool:
+    return "://" in str(path)
+
+
+def ensure_filesystems(*paths: str | os.PathLike) -> None:
+    """Register the tf.io.gfile filesystems the given URIs need (importing tensorflow_io adds s3://)."""
+    for path in paths:
+        scheme = str(path).split("://", 1)[0] if is_remote(path) else ""
+        module = FILESYSTEM_MODULES.get(scheme)
+        if module:
+            try:
+                __import__(module)
+            except ImportError as exc:
+                raise SlipwayError(f"{path}: the {scheme}:// filesystem needs {module} ({exc})") from exc
+
+
+def join(base: str | os.PathLike, *parts: str) -> str:
+    if is_remote(base):
+        return "/".join([str(base).rstrip("/"), *parts])
+    return str(Path(base, *parts))
+
+
+def _gfile():
+    import tensorflow as tf
+
+    return tf.io.gfile
+
+
+def read_text(path: str | os.PathLike) -> str:
+    if not is_remote(path):
+        return Path(path).read_text(encoding="utf-8")
+    ensure_filesystems(path)
+    with _gfile().GFile(str(path), "r") as f:
+        return f.read()
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    if not is_remote(path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text, encoding="utf-8")
+        return
+    ensure_filesystems(path)
+    with _gfile().GFile(str(path), "w") as f:
+        f.write(text)
+
+
+def exists(path: str | os.PathLike) -> bool:
+    if not is_remote(path):
+        return Path(path).exists()
+    ensure_filesystems(path)
+    return _gfile().exists(str(path))
+
+
+def glob(pattern: str) -> list[str]:
+    if not is_remote(pattern):
+        return sorted(local_glob.glob(pattern))
+    ensure_filesystems(pattern)
+    return sorted(_gfile().glob(pattern))
+
+
+def makedirs(path: str | os.PathLike) -> None:
+    if not is_remote(path):
+        Path(path).mkdir(parents=True, exist_ok=True)
+        return
+    ensure_filesystems(path)
+    _gfile().makedirs(str(path))
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    if not is_remote(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    ensure_filesystems(path)
+    if _gfile().exists(str(path)):
+        _gfile().rmtree(str(path))
+
+
+def copy_tree(source: str, destination: str) -> int:
+    """Copy every file under source to destination (either may be a URI); return the number of files."""
+    ensure_filesystems(source, destination)
+    gfile = _gfile()
+    copied = 0
+    for folder, _, files in gfile.walk(source):
+        relative = folder[len(source.rstrip("/")):].lstrip("/")
+        target = join(destination, relative) if relative else destination
+        gfile.makedirs(target)
+        for name in files:
+            gfile.copy(join(folder, name), join(target, name), overwrite=True)
+            copied += 1
+    return copied
