@@ -16,25 +16,39 @@ def train(
     hyperparameters: str = "{}",
     workers: int = 1,
     checkpoint_dir: str = "",
+    backend: str = "local",
+    cluster: str = "{}",
 ):
     """Train the module's build_keras_model on transformed examples; export a serving SavedModel.
 
     The serving signature takes serialized raw tf.Example and applies the TFT layer. hyperparameters is a
     JSON object merged over the module's hyperparameters() defaults. workers > 1 runs that many Horovod ranks
     (horovodrun on this machine). checkpoint_dir keeps per-epoch checkpoints so a rerun resumes after a failure.
+    backend "kubernetes" runs the same trainer as an MPIJob (kubeflow.org/v2beta1) configured by the `cluster`
+    JSON object (namespace, storage secret or pvc, resources; see the component README).
     """
     from slipway.components.train import executor
+    from slipway.core.errors import SlipwayError
     from slipway.core.step import Step
 
     params = {"module_file": module_file, "hyperparameters": hyperparameters, "workers": workers,
-              "checkpoint_dir": checkpoint_dir}
+              "checkpoint_dir": checkpoint_dir, "backend": backend, "cluster": cluster}
     with Step("train", params) as step:
         step.input("transformed_examples", "Examples", transformed_examples)
         step.input("transform_graph", "TransformGraph", transform_graph)
         step.input_file("module_file", "ModuleFile", module_file)
-        meta = executor.run(
-            transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path,
-            hyperparameters, workers=workers, checkpoint_dir=checkpoint_dir,
-        )
+        if backend == "local":
+            meta = executor.run(
+                transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path,
+                hyperparameters, workers=workers, checkpoint_dir=checkpoint_dir,
+            )
+        elif backend == "kubernetes":
+            from slipway.components.train import cluster as cluster_backend
+
+            hparams = executor.resolve_hyperparameters(executor.load_user_module(module_file), hyperparameters)
+            meta = cluster_backend.run(transformed_examples, transform_graph, module_file, model, tensorboard,
+                                       hparams, workers, checkpoint_dir, cluster_backend.parse_config(cluster))
+        else:
+            raise SlipwayError(f"backend {backend!r}: expected local or kubernetes")
         step.output("model", "Model", model, meta)
         step.output("tensorboard", "TensorBoardLogs", tensorboard)

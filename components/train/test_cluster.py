@@ -1,0 +1,116 @@
+"""The kubernetes backend end to end without a cluster: the rendered MPIJob's own trainer command is executed by
+an API-server stand-in, so the launcher, the rendered arguments, the PVC copies and the model hand-back are real."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from slipway.components.train import cluster, distributed
+from slipway.components.transform.executor import run as transform
+from slipway.core import launcher
+from slipway.core import testing as testdata
+from slipway.core.errors import SlipwayError
+from slipway.render import crd_validator
+
+STATUS = Path(launcher.__file__).with_name("testdata") / "mpijob_succeeded.json"
+CRD = Path(__file__).resolve().parents[2].parent / "shared" / "crds" / "mpi-operator_kubeflow.org_mpijobs.yaml"
+
+
+class ExecutingApiServer:
+    """create() runs the launcher's `python -m slipway.components.train.distributed ...` here, then reports the
+    status mpi-operator writes on success."""
+
+    def __init__(self):
+        self.objects: dict[str, dict] = {}
+        self.created: list[dict] = []
+
+    def create(self, body: dict) -> dict:
+        self.created.append(copy.deepcopy(body))
+        container = body["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+        command = container["command"] + container.get("args", [])
+        entry = command.index("slipway.components.train.distributed")
+        assert distributed.main(command[entry + 1:]) == 0
+        stored = {**copy.deepcopy(body), "status": json.loads(STATUS.read_text())["status"]}
+        stored["metadata"]["uid"] = "uid-1"
+        self.objects[body["metadata"]["name"]] = stored
+        return stored
+
+    def get(self, ref):
+        return self.objects.get(ref.name)
+
+    def delete(self, ref) -> None:
+        self.objects.pop(ref.name, None)
+
+    def primary_log_tail(self, ref, selector, lines) -> str:
+        return ""
+
+
+def artifact(path: Path, uri: str | None = None):
+    return SimpleNamespace(path=str(path), uri=uri or str(path), metadata={})
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    made = testdata.make_inputs(root, num_classes=2, train=200, eval_=50)
+    transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(root / "graph"),
+              str(root / "transformed"))
+    return root, made
+
+
+def test_pvc_backend_trains_through_the_rendered_mpijob_and_hands_back_the_model(inputs, tmp_path: Path):
+    root, made = inputs
+    pvc = tmp_path / "pvc"
+    config = cluster.parse_config({"namespace": "team-a", "pvc": "shared-data", "mount_path": str(pvc)})
+    server = ExecutingApiServer()
+    model, logs = artifact(tmp_path / "out" / "model", "minio://mlpipeline/v2/run-1/train/model"), artifact(
+        tmp_path / "out" / "tb")
+    meta = cluster.run(artifact(root / "transformed"), artifact(root / "graph"), str(made["module"]), model, logs,
+                       {"epochs": 1, "batch_size": 32, "learning_rate": 0.01, "seed": 1}, 2, "", config,
+                       client=server, poll=launcher.Poll(initial_s=0.01, sleep=lambda s: None))
+    [body] = server.created
+    assert crd_validator(CRD, "v2beta1").is_valid(body)
+    assert body["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert body["metadata"]["namespace"] == "team-a"
+    assert (Path(model.path) / "saved_model.pb").exists()  # copied into the step's Output[Model]
+    assert any(Path(logs.path).rglob("events.out.tfevents.*"))
+    assert meta["mpijob"] == f"team-a/{body['metadata']['name']}"
+    assert not (pvc / "slipway").exists() or not any((pvc / "slipway").iterdir())  # scratch on the claim removed
+    assert not server.objects  # deleted after success (delete_policy always)
+    reference = Path(model.path).parent / f"{body['metadata']['name']}.ref.json"
+    assert json.loads(reference.read_text())["name"] == body["metadata"]["name"]  # written before waiting
+
+
+def test_same_task_same_job_name_other_task_other_name():
+    first = cluster.job_identity("minio://mlpipeline/v2/run-1/train/model")
+    assert first == cluster.job_identity("minio://mlpipeline/v2/run-1/train/model")
+    assert first != cluster.job_identity("minio://mlpipeline/v2/run-2/train/model")
+    assert cluster.gfile_uri("minio://mlpipeline/a/b") == "s3://mlpipeline/a/b"
+
+
+@pytest.mark.parametrize(("config", "message"), [
+    ("{", "cluster: not valid JSON"),
+    ({"namespace": "a"}, "set exactly one storage"),
+    ({"secret": "s", "pvc": "p"}, "set exactly one storage"),
+    ({"secret": "s", "gpu": 1}, "unknown keys ['gpu']"),
+    ({"secret": "s", "gpus": "1"}, "cluster.gpus: expected int"),
+])
+def test_bad_cluster_config_is_one_line(config, message):
+    with pytest.raises(SlipwayError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        cluster.parse_config(config if isinstance(config, str) else json.dumps(config))
+
+
+def test_too_many_workers_are_refused_before_anything_is_created(inputs, tmp_path: Path):
+    root, made = inputs
+    server = ExecutingApiServer()
+    config = cluster.parse_config({"namespace": "a", "secret": "creds", "slots_per_worker": 4})
+    with pytest.raises(SlipwayError, match="workers=32 x batch_size=64"):
+        cluster.run(artifact(root / "transformed"), artifact(root / "graph"), str(made["module"]),
+                    artifact(tmp_path / "m"), artifact(tmp_path / "t"), {"epochs": 1, "batch_size": 64,
+                    "learning_rate": 0.01, "seed": 1}, 8, "", config, client=server)
+    assert server.created == []
