@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hyperparameters", default="{}", help="JSON object (already merged with defaults)")
     parser.add_argument("--checkpoint-dir", default="")
     parser.add_argument("--digest-dir", default="", help="each rank writes a digest of its final weights here")
+    parser.add_argument("--no-export", action="store_true", help="train and report metrics only (tuning trials)")
     args = parser.parse_args(argv)
 
     from slipway.components.train import trainer
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         hparams = resolve_hyperparameters(load_user_module(args.module_file), args.hyperparameters)
         result = trainer.train(args.transformed_examples, args.transform_graph, args.module_file, args.model_dir,
-                               args.tensorboard_dir, hparams, args.checkpoint_dir, args.digest_dir)
+                               args.tensorboard_dir, hparams, args.checkpoint_dir, args.digest_dir,
+                               export=not args.no_export)
     except SlipwayError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2

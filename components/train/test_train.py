@@ -150,3 +150,25 @@ def test_module_without_build_keras_model(binary, tmp_path):
     with pytest.raises(SlipwayError, match="does not define build_keras_model"):
         run(str(root / "transformed"), str(root / "graph"), str(module), str(tmp_path / "model"), str(tmp_path / "tb"))
     assert not (tmp_path / "model").exists()
+
+
+def test_entry_point_prints_katib_metric_lines_and_can_skip_the_export(binary, tmp_path, capsys):
+    import re
+
+    from slipway.components.train import distributed
+
+    root, inputs, _ = binary
+    code = distributed.main([
+        "--transformed-examples", str(root / "transformed"), "--transform-graph", str(root / "graph"),
+        "--module-file", str(inputs["module"]), "--model-dir", str(tmp_path / "model"),
+        "--tensorboard-dir", str(tmp_path / "tb"), "--no-export",
+        "--hyperparameters", json.dumps({"epochs": 2, "batch_size": 32}),
+    ])
+    assert code == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch=")]
+    assert len(lines) == 2
+    # Katib's StdOut collector default filter
+    pairs = dict((m[0], float(m[1])) for m in re.findall(r"([\w|-]+)\s*=\s*([+-]?\d*(?:\.\d+)?(?:[Ee][+-]?\d+)?)",
+                                                         lines[1]))
+    assert pairs["epoch"] == 2 and {"loss", "val_loss"} <= set(pairs)
+    assert not (tmp_path / "model" / "saved_model.pb").exists()

@@ -135,8 +135,13 @@ def train(
     hparams: dict,
     checkpoint_dir: str = "",
     digest_dir: str = "",
+    export: bool = True,
 ) -> dict:
-    """Train on this rank (or this single process); rank 0 exports to model_dir. Returns rank 0's result."""
+    """Train on this rank (or this single process); rank 0 exports to model_dir. Returns rank 0's result.
+
+    Every epoch rank 0 prints one metric line, `epoch=<n> <name>=<value> ...` with all Keras logs (the format
+    Katib's StdOut collector parses, and the local tuner too). export=False skips the SavedModel (tuning trials).
+    """
     from slipway.components.train.executor import load_user_module, serving_features
 
     started = time.monotonic()
@@ -176,7 +181,7 @@ def train(
     )
     if rank == 0:
         callbacks.append(tf.keras.callbacks.TensorBoard(log_dir=tensorboard_dir, update_freq="epoch", profile_batch=0))
-    steps = _StepTimer()
+    steps = _StepTimer(rank)
     callbacks.append(steps)
     if manager is not None:
         callbacks.append(_CheckpointEachEpoch(checkpoint, manager, rank))
@@ -207,7 +212,7 @@ def train(
         if steps.seconds > 0
         else 0.0,
     }
-    if rank == 0:
+    if rank == 0 and export:
         features = serving_features(transform_graph_dir, raw_spec, plan.label)
         _export(model, tft_output, {n: raw_spec[n] for n in features}, plan.label, model_dir)
         result["seconds"] = round(time.monotonic() - started, 3)
@@ -224,6 +229,12 @@ def train(
             },
         )
     return result
+
+
+def metric_line(epoch: int, logs: dict) -> str:
+    """`epoch=3 loss=0.41 accuracy=0.86 val_loss=0.38`: names match [\\w|-]+, values plain decimals/exponents."""
+    values = " ".join(f"{name}={float(value):.6g}" for name, value in sorted(logs.items()))
+    return f"epoch={epoch} {values}".rstrip()
 
 
 def weights_digest(model) -> str:
@@ -346,8 +357,9 @@ def _keras_callback_base():
 class _StepTimer(_keras_callback_base()):
     """Counts optimizer steps and the time spent in training batches (not validation)."""
 
-    def __init__(self):
+    def __init__(self, rank: int):
         super().__init__()
+        self.rank = rank
         self.count = 0
         self.seconds = 0.0
         self._epoch_start = None
@@ -363,7 +375,8 @@ class _StepTimer(_keras_callback_base()):
     def on_epoch_end(self, epoch, logs=None):
         if self._epoch_start is not None and self._last is not None:
             self.seconds += self._last - self._epoch_start
-        print(f"train: epoch {epoch + 1} done", flush=True)
+        if self.rank == 0:
+            print(metric_line(epoch + 1, logs or {}), flush=True)
 
 
 class _CheckpointEachEpoch(_keras_callback_base()):
