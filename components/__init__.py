@@ -1,6 +1,6 @@
 """Slipway's KFP components, for composing your own pipelines:
 
-    from slipway.components import IngestOp, ValidateOp, TransformOp, TrainOp, EvaluateOp
+    from slipway.components import IngestOp, ValidateOp, TransformOp, TuneOp, TrainOp, EvaluateOp
 
 Each is a lightweight KFP component on the Slipway runtime image; the same components are compiled to
 components/<name>/component.yaml for kfp.components.load_component_from_file. (The names carry an Op suffix,
@@ -17,6 +17,7 @@ _EXPORTS = {
     "TransformOp": ("transform", "transform"),
     "TrainOp": ("train", "train"),
     "EvaluateOp": ("evaluate", "evaluate"),
+    "TuneOp": ("tune", "tune"),
 }
 
 __all__ = list(_EXPORTS)

@@ -7,9 +7,10 @@ steps (compose); they differ in the data they expect and their defaults.
 
 from kfp import dsl
 
-from slipway.components import EvaluateOp, IngestOp, TrainOp, TransformOp, ValidateOp
+from slipway.components import EvaluateOp, IngestOp, TrainOp, TransformOp, TuneOp, ValidateOp
 
 TABULAR = "slipway-tabular"
+TABULAR_TUNED = "slipway-tabular-tuned"
 IMAGES = "slipway-images"
 
 
@@ -30,7 +31,10 @@ def compose(
     checkpoint_dir: str,
     eval_settings: str,
     baseline_model: str,
+    search_spec=None,
+    trial_hyperparameters=None,
 ) -> None:
+    """The five steps; with a search_spec, a tune step between transform and train feeds the best parameters."""
     ingest_task = IngestOp(
         data=data, label=label, key=key, splits=splits, data_format=data_format, image_size=image_size
     )
@@ -46,6 +50,16 @@ def compose(
         schema=validate_task.outputs["schema"],
         module_file=module_file,
     )
+    if search_spec is not None:
+        tune_task = TuneOp(
+            transformed_examples=transform_task.outputs["transformed_examples"],
+            transform_graph=transform_task.outputs["transform_graph"],
+            module_file=module_file,
+            search_spec=search_spec,
+            hyperparameters=hyperparameters,
+            trial_hyperparameters=trial_hyperparameters,
+        )
+        hyperparameters = tune_task.outputs["Output"]
     train_task = TrainOp(
         transformed_examples=transform_task.outputs["transformed_examples"],
         transform_graph=transform_task.outputs["transform_graph"],
@@ -82,6 +96,33 @@ def tabular_pipeline(
 ):
     compose(data, label, module_file, key, splits, "auto", "", schema_file, allow_anomalies, skew_thresholds,
             drift_thresholds, hyperparameters, workers, checkpoint_dir, eval_settings, baseline_model)
+
+
+@dsl.pipeline(
+    name=TABULAR_TUNED,
+    description="The tabular pipeline with a hyper-parameter search (Katib spec) feeding the train step.",
+)
+def tuned_tabular_pipeline(
+    data: str,
+    label: str,
+    module_file: str,
+    search_spec: str,
+    trial_hyperparameters: str = '{"epochs": 2}',
+    key: str = "",
+    splits: str = "train:2,eval:1",
+    schema_file: str = "",
+    allow_anomalies: bool = False,
+    skew_thresholds: str = "{}",
+    drift_thresholds: str = "{}",
+    hyperparameters: str = "{}",
+    workers: int = 1,
+    checkpoint_dir: str = "",
+    eval_settings: str = "",
+    baseline_model: str = "",
+):
+    compose(data, label, module_file, key, splits, "auto", "", schema_file, allow_anomalies, skew_thresholds,
+            drift_thresholds, hyperparameters, workers, checkpoint_dir, eval_settings, baseline_model, search_spec,
+            trial_hyperparameters)
 
 
 @dsl.pipeline(

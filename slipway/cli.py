@@ -57,6 +57,10 @@ def _add_run(commands) -> None:
     run.add_argument("--skew", default="{}", help='JSON {feature: threshold} for train/eval skew')
     run.add_argument("--drift", default="{}", help='JSON {feature: threshold} for train/eval drift')
     run.add_argument("--hparams", default="{}", help="JSON hyper-parameters over the module's defaults")
+    run.add_argument("--tune", default="", help="search spec (Katib v1beta1 shape, YAML/JSON file): adds a tuning "
+                                                "step whose best parameters feed training (tabular pipeline)")
+    run.add_argument("--trial-hparams", default='{"epochs": 2}',
+                     help="JSON hyper-parameters for the tuning trials only (default: {\"epochs\": 2})")
     run.add_argument("--eval-settings", default="", help="JSON slices/thresholds (default: module eval_settings())")
     run.add_argument("--baseline", default="auto",
                      help="baseline for change thresholds: auto (latest blessed in this workdir), none, or a path")
@@ -75,6 +79,7 @@ def _run(args) -> int:
     if not data.exists():
         raise SlipwayError(f"data {data}: no such file or folder")
     for flag, text in (("--hparams", args.hparams), ("--skew", args.skew), ("--drift", args.drift),
+                       ("--trial-hparams", args.trial_hparams),
                        ("--eval-settings", args.eval_settings or "{}")):
         try:
             json.loads(text)
@@ -83,7 +88,11 @@ def _run(args) -> int:
     workers = args.workers if args.workers is not None else (2 if images else 1)
     if workers < 1:
         raise SlipwayError(f"--workers {workers}: must be at least 1")
+    if args.tune and images:
+        raise SlipwayError("--tune: tuning runs with the tabular pipeline for now")
     pipeline = training.image_pipeline if images else training.tabular_pipeline
+    if args.tune:
+        pipeline = training.tuned_tabular_pipeline
     workdir = Path(args.workdir).resolve()
     lineage_uri = args.lineage or lineage.sqlite_uri(workdir / "metadata.sqlite")
     arguments = {
@@ -106,6 +115,11 @@ def _run(args) -> int:
         if args.data_format not in ("auto", "csv", "parquet") or args.image_size:
             raise SlipwayError("--data-format images/cifar10/tfrecord and --image-size need --pipeline images")
         arguments.update(key=args.key, skew_thresholds=args.skew, drift_thresholds=args.drift)
+    if args.tune:
+        from slipway.components.tune.spec import load_spec
+
+        # The spec travels as text (checked here first), so the run's parameters name no path of this machine.
+        arguments.update(search_spec=json.dumps(load_spec(args.tune)), trial_hyperparameters=args.trial_hparams)
     summary = run_local(pipeline, arguments, workdir, lineage_uri)
     _print_summary(summary, workdir)
     return 0 if summary["status"] == "succeeded" else 1

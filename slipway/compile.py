@@ -8,8 +8,8 @@ from pathlib import Path
 
 from kfp import compiler
 
-from slipway.components import EvaluateOp, IngestOp, TrainOp, TransformOp, ValidateOp
-from slipway.pipelines.training import image_pipeline, tabular_pipeline
+from slipway.components import EvaluateOp, IngestOp, TrainOp, TransformOp, TuneOp, ValidateOp
+from slipway.pipelines.training import image_pipeline, tabular_pipeline, tuned_tabular_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS_DIR = ROOT / "components"
@@ -24,8 +24,10 @@ def targets() -> dict[Path, object]:
         COMPONENTS_DIR / "transform" / "component.yaml": TransformOp,
         COMPONENTS_DIR / "train" / "component.yaml": TrainOp,
         COMPONENTS_DIR / "evaluate" / "component.yaml": EvaluateOp,
+        COMPONENTS_DIR / "tune" / "component.yaml": TuneOp,
         PIPELINES_DIR / "tabular_pipeline.yaml": tabular_pipeline,
         PIPELINES_DIR / "image_pipeline.yaml": image_pipeline,
+        PIPELINES_DIR / "tuned_tabular_pipeline.yaml": tuned_tabular_pipeline,
     }
 
 

@@ -54,12 +54,48 @@ def add_render_parser(subparsers) -> argparse.ArgumentParser:
     mpi.add_argument("--tensorboard-dir", default="")
     mpi.add_argument("--checkpoint-dir", default="")
     mpi.add_argument("--hyperparameters", default="{}", help="JSON object of hyper-parameters")
+    _add_experiment_parser(kinds)
     return render
+
+
+def _add_experiment_parser(kinds) -> None:
+    exp = kinds.add_parser("experiment", help="hyperparameter search as a Katib Experiment (kubeflow.org/v1beta1)")
+    exp.add_argument("--spec", required=True, help="search spec: Katib ExperimentSpec (or Experiment) YAML/JSON file")
+    exp.add_argument("--name", default="", help="Experiment name (<= 40 chars; default: derived from --run-id/--task)")
+    exp.add_argument("--namespace", required=True)
+    exp.add_argument("--image", default="", help="trainer image (default: the released slipway trainer image)")
+    exp.add_argument("--workers", type=int, default=1, help="per trial: 1 = a batch Job, more = an MPIJob")
+    exp.add_argument("--slots-per-worker", type=int, default=1)
+    exp.add_argument("--gpus", type=int, default=0, help="GPUs per training process (nvidia.com/gpu)")
+    exp.add_argument("--cpu", default="2", help="CPU per training process (request = limit)")
+    exp.add_argument("--memory", default="4Gi", help="memory per training process (request = limit)")
+    exp.add_argument("--launcher-cpu", default="500m")
+    exp.add_argument("--launcher-memory", default="1Gi")
+    exp.add_argument("--secret", default="", help="Secret with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (object store)")
+    exp.add_argument("--s3-endpoint", default="", help="S3-compatible endpoint URL, e.g. http://minio.kubeflow:9000")
+    exp.add_argument("--s3-region", default="us-east-1")
+    exp.add_argument("--s3-no-https", action="store_true", help="S3_USE_HTTPS=0")
+    exp.add_argument("--s3-no-verify-ssl", action="store_true", help="S3_VERIFY_SSL=0")
+    exp.add_argument("--pvc", default="", help="PersistentVolumeClaim to mount in every pod (instead of --secret)")
+    exp.add_argument("--mount", default="/data", help="where --pvc is mounted (default /data)")
+    exp.add_argument("--service-account", default="")
+    exp.add_argument("--run-id", default="", help="value of the slipway.dev/run-id label")
+    exp.add_argument("--task", default="", help="value of the slipway.dev/task label")
+    exp.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment (repeat)")
+    exp.add_argument("--trial-deadline-seconds", type=int, default=None, help="activeDeadlineSeconds per trial")
+    exp.add_argument("--transformed-examples", required=True, help="URI of the transformed Examples")
+    exp.add_argument("--transform-graph", required=True, help="URI of the TFT transform graph")
+    exp.add_argument("--module-file", required=True, help="module file path (inside the image or on storage)")
+    exp.add_argument("--tensorboard-dir", default="", help="TensorBoard root; each trial logs to DIR/<trial name>")
+    exp.add_argument("--hyperparameters", default="{}", help="JSON object of base hyper-parameters (tuned ones win)")
 
 
 def run_render(args: argparse.Namespace, out=None) -> int:
     """Print the YAML for args (from add_render_parser) to out (stdout); SlipwayError on bad input."""
     out = out or sys.stdout
+    if args.kind == "experiment":
+        out.write(experiment_yaml_from_args(args))
+        return 0
     if args.kind != "mpijob":
         raise SlipwayError(f"render: unknown kind {args.kind!r}")
     out.write(render_yaml_from_args(args))
@@ -67,7 +103,7 @@ def run_render(args: argparse.Namespace, out=None) -> int:
 
 
 def render_yaml_from_args(args: argparse.Namespace) -> str:
-    from slipway.components.train import mpijob
+    from slipway.core import mpijob
 
     if args.secret and args.pvc:
         raise SlipwayError("render mpijob: give either --secret (object store) or --pvc, not both")
@@ -115,6 +151,49 @@ def render_yaml_from_args(args: argparse.Namespace) -> str:
         task=args.task,
     )
     return mpijob.render_yaml(spec)
+
+
+def experiment_yaml_from_args(args: argparse.Namespace) -> str:
+    from slipway.components.tune import katib
+    from slipway.core import mpijob
+
+    if args.secret and args.pvc:
+        raise SlipwayError("render experiment: give either --secret (object store) or --pvc, not both")
+    if args.s3_endpoint and not args.secret:
+        raise SlipwayError("render experiment: --s3-endpoint needs --secret (the Secret holding the credentials)")
+    try:
+        hparams = json.loads(args.hyperparameters)
+    except json.JSONDecodeError as exc:
+        raise SlipwayError(f"render experiment: --hyperparameters: not valid JSON ({exc.msg})") from None
+    if not isinstance(hparams, dict):
+        raise SlipwayError("render experiment: --hyperparameters must be a JSON object")
+    env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SlipwayError(f"render experiment: --env {item!r}: expected KEY=VALUE")
+        env[key] = value
+    if args.secret:
+        storage = mpijob.ObjectStore(secret_name=args.secret, endpoint=args.s3_endpoint, region=args.s3_region,
+                                     use_https=not args.s3_no_https, verify_ssl=not args.s3_no_verify_ssl)
+    elif args.pvc:
+        storage = mpijob.Pvc(claim_name=args.pvc, mount_path=args.mount)
+    else:
+        storage = None
+    if not args.name and not args.run_id:
+        raise SlipwayError("render experiment: give --name, or --run-id to derive the Experiment name from")
+    task = args.task or ("tune" if args.run_id else "")
+    name = args.name or katib.experiment_name(args.run_id, task)
+    trial = katib.TrialSettings(
+        transformed_examples=args.transformed_examples, transform_graph=args.transform_graph,
+        module_file=args.module_file, image=args.image or mpijob.TRAINER_IMAGE, workers=args.workers,
+        slots_per_worker=args.slots_per_worker, hyperparameters=hparams, storage=storage,
+        resources=mpijob.Resources(cpu=args.cpu, memory=args.memory, gpus=args.gpus),
+        launcher_resources=mpijob.Resources(cpu=args.launcher_cpu, memory=args.launcher_memory),
+        tensorboard_dir=args.tensorboard_dir, env=env, service_account=args.service_account, run_id=args.run_id,
+        task=task, active_deadline_seconds=args.trial_deadline_seconds,
+    )
+    return katib.render_yaml(args.spec, name, args.namespace, trial)
 
 
 # ---------------------------------------------------------------------------------------------------------------

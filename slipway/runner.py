@@ -14,7 +14,7 @@ from typing import Any
 from slipway.core import lineage
 from slipway.core.artifacts import atomic_write_text
 
-STEP_ORDER = ("ingest", "validate", "transform", "train", "evaluate")
+STEP_ORDER = ("ingest", "validate", "transform", "tune", "train", "evaluate")
 
 
 def new_run_id(pipeline: str) -> str:
@@ -55,19 +55,21 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     except Exception as exc:  # kfp.local raises RuntimeError for a failed task; the step's own error is in lineage
         failure = " ".join(str(exc).split())[:500]
     wall = time.time() - started
-    summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments)
+    tasks = list(pipeline_func.pipeline_spec.root.dag.tasks)
+    expected = [name for name in STEP_ORDER if name in tasks] + [name for name in tasks if name not in STEP_ORDER]
+    summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments, expected)
     atomic_write_text(root / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")  # steps in order
     return summary
 
 
-def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, arguments: dict) -> dict:
+def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, arguments: dict,
+                  expected: list[str]) -> dict:
     recorded = {record.component: record for record in store.run_steps(run_id)}
     steps: dict[str, dict] = {}
-    for name in list(STEP_ORDER) + [n for n in recorded if n not in STEP_ORDER]:
+    for name in expected + [n for n in recorded if n not in expected]:
         record = recorded.get(name)
         if record is None:
-            if name in STEP_ORDER:
-                steps[name] = {"status": "not_run"}
+            steps[name] = {"status": "not_run"}
             continue
         steps[name] = {
             "status": "succeeded" if record.state == "COMPLETE" else "failed",
@@ -79,8 +81,6 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
             steps[name]["error"] = record.error
     evaluation = _output_properties(recorded.get("evaluate"), "evaluation")
     metrics = evaluation.get("metrics") or {}
-    if isinstance(metrics, str):
-        metrics = json.loads(metrics)
     errors = [f"{name}: {step['error']}" for name, step in steps.items() if step.get("error")]
     succeeded = all(step["status"] == "succeeded" for step in steps.values()) and not failure
     step_seconds = sum(step.get("seconds", 0.0) for step in steps.values())
@@ -99,15 +99,26 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
         "blessed": bool(evaluation.get("blessed")) if evaluation else False,
         "blessing_message": evaluation.get("message"),
         "model": steps.get("train", {}).get("outputs", {}).get("model"),
+        "tuning": _output_properties(recorded.get("tune"), "best_hyperparameters") or None,
         "lineage_store": store.location,
         "arguments": arguments,
     }
 
 
 def _output_properties(record, name: str) -> dict:
+    """An output's recorded metadata, with the values lineage stored as JSON text decoded again."""
     if record is None:
         return {}
     for art in record.outputs:
         if art.name == name:
-            return dict(art.properties)
+            return {key: _decoded(value) for key, value in art.properties.items()}
     return {}
+
+
+def _decoded(value):
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value

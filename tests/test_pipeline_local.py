@@ -159,3 +159,40 @@ def test_image_pipeline_trains_with_two_horovod_ranks_on_digits(tmp_path: Path):
     matrix = json.loads((evaluation / "metrics.json").read_text())["confusion_matrix"]
     assert len(matrix["categories"]) == 10 and len(matrix["matrix"]) == 10
     assert sum(map(sum, matrix["matrix"])) == examples["splits"]["eval"]
+
+
+SEARCH = {
+    "objective": {"type": "maximize", "objectiveMetricName": "val_accuracy"},
+    "algorithm": {"algorithmName": "random", "algorithmSettings": [{"name": "random_state", "value": "3"}]},
+    "parameters": [
+        {"name": "learning_rate", "parameterType": "double",
+         "feasibleSpace": {"min": "0.005", "max": "0.05", "distribution": "logUniform"}},
+        {"name": "batch_size", "parameterType": "discrete", "feasibleSpace": {"list": ["16", "32"]}},
+    ],
+    "maxTrialCount": 2,
+    "parallelTrialCount": 2,
+    "maxFailedTrialCount": 0,
+}
+
+
+def test_tuned_pipeline_feeds_the_best_parameters_into_training(tmp_path: Path):
+    spec = tmp_path / "search.json"
+    spec.write_text(json.dumps(SEARCH))
+    data = write_blobs_csv(tmp_path / "blobs.csv", rows=300)
+    workdir = tmp_path / "out"
+    code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE), "--workdir",
+                   str(workdir), "--tune", str(spec), "--trial-hparams", '{"epochs": 2}')
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert code == 0, summary.get("error")
+    assert list(summary["steps"]) == ["ingest", "validate", "transform", "tune", "train", "evaluate"]
+    tuning = summary["tuning"]
+    assert tuning["counts"]["succeeded"] == 2 and tuning["backend"] == "local"
+    assert 0.005 <= tuning["parameters"]["learning_rate"] <= 0.05
+    assert tuning["parameters"]["batch_size"] in (16, 32)
+    result = json.loads(Path(summary["steps"]["tune"]["outputs"]["best_hyperparameters"]).read_text())
+    assert result["trial"] in {t["name"] for t in result["trials"]}
+    assert str(workdir) not in json.dumps(summary["arguments"]["search_spec"])  # the spec travels as text
+    trained_with = json.loads((Path(summary["model"]) / "model_meta.json").read_text())["hyperparameters"]
+    assert trained_with["learning_rate"] == pytest.approx(tuning["parameters"]["learning_rate"])
+    assert trained_with["batch_size"] == tuning["parameters"]["batch_size"]
+    assert trained_with["epochs"] == 8  # the module's full training, not the 2-epoch trials

@@ -1,11 +1,8 @@
 """The train component's kubernetes backend: the same trainer as an MPIJob, created and watched by the shared
 restart-safe launcher (slipway/core/launcher.py), its model copied into the step's Output[Model].
 
-The cluster settings come as one JSON object (the component's `cluster` input), e.g.
-    {"namespace": "kubeflow-user", "secret": "minio-creds", "s3_endpoint": "http://minio.kubeflow:9000",
-     "gpus": 1, "cpu": "4", "memory": "16Gi", "timeout_s": 21600, "delete_policy": "always"}
-Storage is the object store (KFP's artifact URIs, read with tf.io.gfile; credentials only from `secret`) or a
-shared PVC (`pvc`, `mount_path`): then inputs are copied onto the claim first and the model copied back after.
+Settings: slipway/core/cluster.py (the component's `cluster` JSON). With a PVC the inputs are copied onto the
+claim first and the model copied back after; with the object store the MPIJob reads KFP's artifact URIs.
 """
 
 from __future__ import annotations
@@ -13,74 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, fields
-from pathlib import Path
 
-from slipway.components.train import mpijob
-from slipway.core import launcher, storage
+from slipway.core import launcher, mpijob, storage
 from slipway.core.artifacts import read_json
-from slipway.core.errors import SlipwayError
-from slipway.core.images import TRAINER_IMAGE
+from slipway.core.cluster import ClusterConfig, gfile_uri, own_namespace, parse_config, storage_spec
 
-NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-# KFP names MinIO artifacts minio://bucket/key; tf.io.gfile reaches the same objects as s3://bucket/key.
-URI_SCHEMES = {"minio://": "s3://"}
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    namespace: str = ""
-    image: str = TRAINER_IMAGE
-    slots_per_worker: int = 1
-    gpus: int = 0
-    cpu: str = "2"
-    memory: str = "4Gi"
-    launcher_cpu: str = "500m"
-    launcher_memory: str = "1Gi"
-    secret: str = ""
-    s3_endpoint: str = ""
-    s3_region: str = "us-east-1"
-    s3_use_https: bool = True
-    s3_verify_ssl: bool = True
-    pvc: str = ""
-    mount_path: str = "/data"
-    service_account: str = ""
-    timeout_s: float = 24 * 3600
-    delete_policy: str = "always"
-    clean_pod_policy: str = "Running"
-    ttl_seconds_after_finished: int = 3600
-    backoff_limit: int = 0
-
-
-def parse_config(text: str | dict) -> ClusterConfig:
-    """The component's `cluster` JSON -> ClusterConfig; unknown keys and wrong types are one-line errors."""
-    try:
-        raw = json.loads(text) if isinstance(text, str) else dict(text)
-    except json.JSONDecodeError as exc:
-        raise SlipwayError(f"cluster: not valid JSON ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(raw, dict):
-        raise SlipwayError("cluster: expected a JSON object")
-    known = {f.name: f for f in fields(ClusterConfig)}
-    unknown = sorted(set(raw) - set(known))
-    if unknown:
-        raise SlipwayError(f"cluster: unknown keys {unknown} (known: {', '.join(known)})")
-    for key, value in raw.items():
-        expected = type(getattr(ClusterConfig, key))
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            continue
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise SlipwayError(f"cluster.{key}: expected {expected.__name__}, got {value!r}")
-    config = ClusterConfig(**raw)
-    if bool(config.secret) == bool(config.pvc):
-        raise SlipwayError("cluster: set exactly one storage: secret (object store credentials) or pvc")
-    return config
-
-
-def gfile_uri(uri: str) -> str:
-    for prefix, replacement in URI_SCHEMES.items():
-        if uri.startswith(prefix):
-            return replacement + uri[len(prefix):]
-    return uri
+__all__ = ["ClusterConfig", "build_spec", "gfile_uri", "job_identity", "parse_config", "run"]
 
 
 def job_identity(model_uri: str) -> str:
@@ -89,17 +24,9 @@ def job_identity(model_uri: str) -> str:
 
 
 def build_spec(config: ClusterConfig, workers: int, identity: str, trainer_args: list[str]) -> mpijob.MPIJobSpec:
-    namespace = config.namespace or _own_namespace()
-    storage_spec = (
-        mpijob.Pvc(claim_name=config.pvc, mount_path=config.mount_path)
-        if config.pvc
-        else mpijob.ObjectStore(secret_name=config.secret, endpoint=config.s3_endpoint,
-                                use_https=config.s3_use_https, verify_ssl=config.s3_verify_ssl,
-                                region=config.s3_region)
-    )
     return mpijob.MPIJobSpec(
         name=launcher.job_name("train", identity, "train", max_len=63 - len(f"-worker-{workers - 1}")),
-        namespace=namespace,
+        namespace=own_namespace(config),
         workers=workers,
         image=config.image,
         slots_per_worker=config.slots_per_worker,
@@ -109,18 +36,11 @@ def build_spec(config: ClusterConfig, workers: int, identity: str, trainer_args:
         run_policy=mpijob.RunPolicy(clean_pod_policy=config.clean_pod_policy,
                                     ttl_seconds_after_finished=config.ttl_seconds_after_finished,
                                     backoff_limit=config.backoff_limit),
-        storage=storage_spec,
+        storage=storage_spec(config),
         service_account=config.service_account,
         run_id=identity,
         task="train",
     )
-
-
-def _own_namespace() -> str:
-    try:
-        return Path(NAMESPACE_FILE).read_text().strip()
-    except OSError:
-        raise SlipwayError("cluster: no namespace given and not running in a pod; set cluster.namespace") from None
 
 
 def run(

@@ -113,7 +113,7 @@ def run(
             trainer.train(transformed_examples_dir, transform_graph_dir, module_file, str(model), str(logs),
                           hparams, checkpoint_dir, digest_dir)
         else:
-            from slipway.components.train.mpijob import distributed_args
+            from slipway.core.mpijob import distributed_args
 
             args = distributed_args(transformed_examples_dir, transform_graph_dir, module_file, str(model), str(logs),
                                     checkpoint_dir, json.dumps(hparams, sort_keys=True), digest_dir)

@@ -11,10 +11,9 @@ import pytest
 import yaml
 
 import slipway  # noqa: F401
-from slipway.components.train import mpijob
-from slipway.components.train.mpijob import MPIJobSpec, ObjectStore, Pvc, Resources, RunPolicy
-from slipway.core import launcher
+from slipway.core import launcher, mpijob
 from slipway.core.errors import SlipwayError
+from slipway.core.mpijob import MPIJobSpec, ObjectStore, Pvc, Resources, RunPolicy
 from slipway.render import add_render_parser, crd_validator, run_render
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

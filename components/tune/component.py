@@ -1,0 +1,54 @@
+"""KFP interface of tune: a thin lightweight component; the work is in executor.py."""
+
+from kfp import dsl
+from kfp.dsl import HTML, Artifact, Dataset, Input, Metrics, Output
+
+from slipway.core.images import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def tune(
+    transformed_examples: Input[Dataset],
+    transform_graph: Input[Artifact],
+    module_file: str,
+    search_spec: str,
+    best_hyperparameters: Output[Artifact],
+    metrics: Output[Metrics],
+    report: Output[HTML],
+    hyperparameters: str = "{}",
+    trial_hyperparameters: str = '{"epochs": 2}',
+    backend: str = "local",
+    workers: int = 1,
+    cluster: str = "{}",
+    trial_timeout_s: float = 0.0,
+) -> str:
+    """Hyper-parameter search with a Katib v1beta1 spec (objective, algorithm, parameters, trial counts,
+    earlyStopping medianstop): local trial processes (optuna) or a Katib Experiment (backend kubernetes).
+
+    search_spec is the spec as JSON or YAML text (or a path to a file). Trials run the trainer with
+    trial_hyperparameters over hyperparameters. Returns the base hyperparameters merged with the best
+    parameters as a JSON string, for the train step; best_hyperparameters holds the whole result.
+    """
+    import json
+
+    from slipway.components.tune import executor
+    from slipway.components.tune import report as tune_report
+    from slipway.core.step import Step
+
+    params = {"search_spec": search_spec, "hyperparameters": hyperparameters, "backend": backend,
+              "trial_hyperparameters": trial_hyperparameters, "workers": workers}
+    with Step("tune", params) as step:
+        step.input("transformed_examples", "Examples", transformed_examples)
+        step.input("transform_graph", "TransformGraph", transform_graph)
+        step.input_file("module_file", "ModuleFile", module_file)
+        result = executor.run(
+            transformed_examples.path, transform_graph.path, module_file, search_spec, best_hyperparameters.path,
+            report.path, hyperparameters, trial_hyperparameters, backend, cluster, workers,
+            trial_timeout_s=trial_timeout_s, identity=best_hyperparameters.uri,
+        )
+        for name, value in tune_report.metrics_for_kfp(result).items():
+            metrics.log_metric(name, value)
+        summary = {"parameters": result["parameters"], "objective": result["objective"], "trial": result["trial"],
+                   "counts": result["counts"], "backend": result["backend"]}
+        step.output("best_hyperparameters", "HyperParameters", best_hyperparameters, summary)
+    return json.dumps(result["hyperparameters"], sort_keys=True)

@@ -1,0 +1,97 @@
+"""Views of a tune result (the schema in local.py's docstring, the same from both backends).
+
+trials_html: one self-contained HTML page (inline CSS, no scripts, nothing fetched) with a row per trial;
+metrics_for_kfp: the scalar metrics a KFP Metrics artifact shows.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+_STATUS_COLOURS = {"Succeeded": "#1b7f3b", "Failed": "#b3261e", "EarlyStopped": "#8a6d00", "Killed": "#666"}
+
+
+def _format(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.6g}" if math.isfinite(value) else str(value)
+    return str(value)
+
+
+def _cell(value, cls: str = "") -> str:
+    attr = f' class="{cls}"' if cls else ""
+    return f"<td{attr}>{html.escape(_format(value))}</td>"
+
+
+def trials_html(result: dict) -> str:
+    """An HTML table of every trial: parameters, status, objective, other metrics, seconds; the best highlighted."""
+    objective = result.get("objective") or {}
+    metric = objective.get("metric") or "objective"
+    trials = result.get("trials") or []
+    parameters: list[str] = []
+    metrics: list[str] = []
+    for trial in trials:
+        for name in trial.get("parameters") or {}:
+            if name not in parameters:
+                parameters.append(name)
+        for name in trial.get("metrics") or {}:
+            if name not in metrics and name != metric:
+                metrics.append(name)
+    best = result.get("trial")
+    counts = result.get("counts") or {}
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in
+                   ["trial", *parameters, "status", f"{metric} ({objective.get('type', '')})", *metrics,
+                    "seconds", "reason"])
+    rows = []
+    for trial in trials:
+        status = trial.get("status", "")
+        cells = [_cell(trial.get("name"))]
+        cells += [_cell((trial.get("parameters") or {}).get(name)) for name in parameters]
+        colour = _STATUS_COLOURS.get(status, "#000")
+        cells.append(f'<td style="color:{colour}">{html.escape(status)}</td>')
+        cells.append(_cell(trial.get("objective"), "objective"))
+        cells += [_cell((trial.get("metrics") or {}).get(name)) for name in metrics]
+        cells += [_cell(trial.get("seconds")), _cell(trial.get("reason"))]
+        cls = ' class="best"' if best and trial.get("name") == best else ""
+        rows.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    summary = (
+        f"{html.escape(str(result.get('backend', '')))} search, algorithm {html.escape(str(result.get('algorithm')))}"
+        f": best {html.escape(metric)} = {html.escape(_format(objective.get('value')))}"
+        f" ({html.escape(str(best or 'none'))})"
+        + (f", goal {html.escape(_format(objective.get('goal')))}"
+           f" {'reached' if result.get('goal_reached') else 'not reached'}" if objective.get("goal") is not None
+           else "")
+        + f"; {counts.get('succeeded', 0)} succeeded, {counts.get('failed', 0)} failed, "
+        f"{counts.get('early_stopped', 0)} early stopped"
+        + (f", {counts['killed']} killed" if counts.get("killed") else "")
+    )
+    error = f'<p class="error">{html.escape(result["error"])}</p>' if result.get("error") else ""
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Tuning trials</title><style>"
+        "body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"
+        "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f2f2f2}"
+        "td:first-child,td:last-child{text-align:left}tr.best{background:#dff5e1;font-weight:bold}"
+        ".error{color:#b3261e}</style></head><body>\n"
+        f"<p>{summary}</p>{error}\n<table><thead><tr>{head}</tr></thead><tbody>\n"
+        + "\n".join(rows)
+        + "\n</tbody></table></body></html>\n"
+    )
+
+
+def metrics_for_kfp(result: dict) -> dict[str, float]:
+    """Scalars for a KFP Metrics artifact: best_<metric>, trial counts and goal_reached (1.0 / 0.0)."""
+    objective = result.get("objective") or {}
+    counts = result.get("counts") or {}
+    out: dict[str, float] = {}
+    value = objective.get("value")
+    if isinstance(value, int | float) and math.isfinite(value):
+        out[f"best_{objective.get('metric') or 'objective'}"] = float(value)
+    out["trials"] = float(len(result.get("trials") or []))
+    for key in ("succeeded", "failed", "early_stopped", "killed"):
+        out[f"trials_{key}"] = float(counts.get(key, 0))
+    out["goal_reached"] = 1.0 if result.get("goal_reached") else 0.0
+    return out

@@ -1,0 +1,94 @@
+"""Cluster settings shared by the components' kubernetes backends (train's MPIJob, tune's Katib Experiment).
+
+One JSON object, e.g.
+    {"namespace": "kubeflow-user", "secret": "minio-creds", "s3_endpoint": "http://minio.kubeflow:9000",
+     "gpus": 1, "cpu": "4", "memory": "16Gi", "timeout_s": 21600, "delete_policy": "always"}
+Storage is the object store (KFP's artifact URIs, read with tf.io.gfile; credentials only from `secret`) or a
+shared PVC (`pvc`, `mount_path`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from slipway.core import mpijob
+from slipway.core.errors import SlipwayError
+from slipway.core.images import TRAINER_IMAGE
+
+NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+# KFP names MinIO artifacts minio://bucket/key; tf.io.gfile reaches the same objects as s3://bucket/key.
+URI_SCHEMES = {"minio://": "s3://"}
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    namespace: str = ""
+    image: str = TRAINER_IMAGE
+    slots_per_worker: int = 1
+    gpus: int = 0
+    cpu: str = "2"
+    memory: str = "4Gi"
+    launcher_cpu: str = "500m"
+    launcher_memory: str = "1Gi"
+    secret: str = ""
+    s3_endpoint: str = ""
+    s3_region: str = "us-east-1"
+    s3_use_https: bool = True
+    s3_verify_ssl: bool = True
+    pvc: str = ""
+    mount_path: str = "/data"
+    service_account: str = ""
+    timeout_s: float = 24 * 3600
+    delete_policy: str = "always"
+    clean_pod_policy: str = "Running"
+    ttl_seconds_after_finished: int = 3600
+    backoff_limit: int = 0
+
+
+def parse_config(text: str | dict) -> ClusterConfig:
+    """The component's `cluster` JSON -> ClusterConfig; unknown keys and wrong types are one-line errors."""
+    try:
+        raw = json.loads(text) if isinstance(text, str) else dict(text)
+    except json.JSONDecodeError as exc:
+        raise SlipwayError(f"cluster: not valid JSON ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(raw, dict):
+        raise SlipwayError("cluster: expected a JSON object")
+    known = {f.name: f for f in fields(ClusterConfig)}
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise SlipwayError(f"cluster: unknown keys {unknown} (known: {', '.join(known)})")
+    for key, value in raw.items():
+        expected = type(getattr(ClusterConfig, key))
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            continue
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise SlipwayError(f"cluster.{key}: expected {expected.__name__}, got {value!r}")
+    config = ClusterConfig(**raw)
+    if bool(config.secret) == bool(config.pvc):
+        raise SlipwayError("cluster: set exactly one storage: secret (object store credentials) or pvc")
+    return config
+
+
+def gfile_uri(uri: str) -> str:
+    for prefix, replacement in URI_SCHEMES.items():
+        if uri.startswith(prefix):
+            return replacement + uri[len(prefix):]
+    return uri
+
+
+def storage_spec(config: ClusterConfig) -> mpijob.ObjectStore | mpijob.Pvc:
+    if config.pvc:
+        return mpijob.Pvc(claim_name=config.pvc, mount_path=config.mount_path)
+    return mpijob.ObjectStore(secret_name=config.secret, endpoint=config.s3_endpoint, use_https=config.s3_use_https,
+                              verify_ssl=config.s3_verify_ssl, region=config.s3_region)
+
+
+def own_namespace(config: ClusterConfig) -> str:
+    if config.namespace:
+        return config.namespace
+    try:
+        return Path(NAMESPACE_FILE).read_text().strip()
+    except OSError:
+        raise SlipwayError("cluster: no namespace given and not running in a pod; set cluster.namespace") from None
