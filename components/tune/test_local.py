@@ -231,8 +231,11 @@ def test_objective_never_printed_fails_at_once(script, tmp_path):
 
 def test_median_stopping_stops_a_bad_trial(script, tmp_path):
     base = {"epochs": 8, "sleep": 0.05, "bad": ["trial-0004"]}
-    result = search(script, tmp_path, make_spec(max_trials=5, early={"min_trials_required": 3, "start_step": 2}),
-                    base)
+    # A narrow space: the good trials' curves are practically the same, so only the bad one is below the median
+    # (with x anywhere in [0, 1] a good trial far from the optimum is rightly stopped too).
+    narrow = {"name": "x", "parameterType": "double", "feasibleSpace": {"min": "0.29", "max": "0.31"}}
+    spec = make_spec(parameters=(narrow,), max_trials=5, early={"min_trials_required": 3, "start_step": 2})
+    result = search(script, tmp_path, spec, base)
     statuses = [t["status"] for t in result["trials"]]
     assert statuses == ["Succeeded", "Succeeded", "Succeeded", "EarlyStopped", "Succeeded"]
     stopped = result["trials"][3]
