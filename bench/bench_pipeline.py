@@ -132,6 +132,15 @@ def _verdict(ok: bool, target: str) -> str:
     return f"{'meets' if ok else 'MISSES'} target {target}"
 
 
+def emit(header: str, rows: list[tuple[str, str, str]], write_results: bool) -> None:
+    """Print the table under its header; with write_results, append it to RESULTS.md too."""
+    text = f"{header}\n\n{table(rows)}\n"
+    print(text)
+    if write_results:
+        previous = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
+        RESULTS.write_text(previous.rstrip() + "\n\n" + text)
+
+
 def table(rows: list[tuple[str, str, str]]) -> str:
     lines = ["| measure | value | note |", "| --- | ---: | --- |"]
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
@@ -151,11 +160,7 @@ def main() -> None:
     rows = pipeline_rows(summary) + bench_ingest_floor(taxi.taxi_csv())
     header = (f"## {time.strftime('%Y-%m-%d')} — taxi sample ({summary['run_id']}), "
               f"{platform.machine()}, {_cores()} cores, Python {platform.python_version()}")
-    text = f"{header}\n\n{table(rows)}\n"
-    print(text)
-    if args.write_results:
-        previous = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
-        RESULTS.write_text(previous.rstrip() + "\n\n" + text)
+    emit(header, rows, args.write_results)
 
 
 def _cores() -> int:

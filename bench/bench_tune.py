@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_pipeline import RESULTS, table
+from bench_pipeline import emit
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
 
@@ -97,10 +97,7 @@ def main() -> None:
     ]
     header = (f"## {time.strftime('%Y-%m-%d')} — local tuning on the taxi data, {platform.machine()}, "
               f"{len(os.sched_getaffinity(0))} cores")
-    text = f"{header}\n\n{table(rows)}\n"
-    print(text)
-    if args.write_results:
-        RESULTS.write_text(RESULTS.read_text().rstrip() + "\n\n" + text)
+    emit(header, rows, args.write_results)
 
 
 if __name__ == "__main__":

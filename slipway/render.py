@@ -102,32 +102,39 @@ def run_render(args: argparse.Namespace, out=None) -> int:
     return 0
 
 
-def render_yaml_from_args(args: argparse.Namespace) -> str:
+def _common_args(args: argparse.Namespace, kind: str) -> tuple[dict, dict, object]:
+    """Hyper-parameters, environment and storage, parsed and checked the same way for every kind."""
     from slipway.core import mpijob
 
     if args.secret and args.pvc:
-        raise SlipwayError("render mpijob: give either --secret (object store) or --pvc, not both")
+        raise SlipwayError(f"render {kind}: give either --secret (object store) or --pvc, not both")
     if args.s3_endpoint and not args.secret:
-        raise SlipwayError("render mpijob: --s3-endpoint needs --secret (the Secret holding the credentials)")
+        raise SlipwayError(f"render {kind}: --s3-endpoint needs --secret (the Secret holding the credentials)")
     try:
         hparams = json.loads(args.hyperparameters)
     except json.JSONDecodeError as exc:
-        raise SlipwayError(f"render mpijob: --hyperparameters: not valid JSON ({exc.msg})") from None
+        raise SlipwayError(f"render {kind}: --hyperparameters: not valid JSON ({exc.msg})") from None
     if not isinstance(hparams, dict):
-        raise SlipwayError("render mpijob: --hyperparameters must be a JSON object")
+        raise SlipwayError(f"render {kind}: --hyperparameters must be a JSON object")
     env = {}
     for item in args.env:
         key, sep, value = item.partition("=")
         if not sep:
-            raise SlipwayError(f"render mpijob: --env {item!r}: expected KEY=VALUE")
+            raise SlipwayError(f"render {kind}: --env {item!r}: expected KEY=VALUE")
         env[key] = value
+    storage = None
     if args.secret:
         storage = mpijob.ObjectStore(secret_name=args.secret, endpoint=args.s3_endpoint, region=args.s3_region,
                                      use_https=not args.s3_no_https, verify_ssl=not args.s3_no_verify_ssl)
     elif args.pvc:
         storage = mpijob.Pvc(claim_name=args.pvc, mount_path=args.mount)
-    else:
-        storage = None
+    return hparams, env, storage
+
+
+def render_yaml_from_args(args: argparse.Namespace) -> str:
+    from slipway.core import mpijob
+
+    hparams, env, storage = _common_args(args, "mpijob")
     spec = mpijob.MPIJobSpec(
         name=args.name,
         namespace=args.namespace,
@@ -157,29 +164,7 @@ def experiment_yaml_from_args(args: argparse.Namespace) -> str:
     from slipway.components.tune import katib
     from slipway.core import mpijob
 
-    if args.secret and args.pvc:
-        raise SlipwayError("render experiment: give either --secret (object store) or --pvc, not both")
-    if args.s3_endpoint and not args.secret:
-        raise SlipwayError("render experiment: --s3-endpoint needs --secret (the Secret holding the credentials)")
-    try:
-        hparams = json.loads(args.hyperparameters)
-    except json.JSONDecodeError as exc:
-        raise SlipwayError(f"render experiment: --hyperparameters: not valid JSON ({exc.msg})") from None
-    if not isinstance(hparams, dict):
-        raise SlipwayError("render experiment: --hyperparameters must be a JSON object")
-    env = {}
-    for item in args.env:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SlipwayError(f"render experiment: --env {item!r}: expected KEY=VALUE")
-        env[key] = value
-    if args.secret:
-        storage = mpijob.ObjectStore(secret_name=args.secret, endpoint=args.s3_endpoint, region=args.s3_region,
-                                     use_https=not args.s3_no_https, verify_ssl=not args.s3_no_verify_ssl)
-    elif args.pvc:
-        storage = mpijob.Pvc(claim_name=args.pvc, mount_path=args.mount)
-    else:
-        storage = None
+    hparams, env, storage = _common_args(args, "experiment")
     if not args.name and not args.run_id:
         raise SlipwayError("render experiment: give --name, or --run-id to derive the Experiment name from")
     task = args.task or ("tune" if args.run_id else "")
