@@ -1,4 +1,5 @@
-"""Compile every component and pipeline to the YAML committed beside it; --check fails if one is stale."""
+"""Compile every component and pipeline to the YAML committed beside it, and render the example cluster
+manifests under manifests/; --check fails if one is stale."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from slipway.pipelines.training import image_pipeline, tabular_pipeline, tuned_t
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS_DIR = ROOT / "components"
 PIPELINES_DIR = ROOT / "pipelines"
+MANIFESTS_DIR = ROOT / "manifests"
+EXAMPLE_URIS = {"transformed_examples": "s3://mlpipeline/example-run/transform/transformed_examples",
+                "transform_graph": "s3://mlpipeline/example-run/transform/transform_graph",
+                "module_file": "/opt/slipway/pipelines/modules/taxi.py"}
 
 
 def targets() -> dict[Path, object]:
@@ -28,10 +33,45 @@ def targets() -> dict[Path, object]:
         PIPELINES_DIR / "tabular_pipeline.yaml": tabular_pipeline,
         PIPELINES_DIR / "image_pipeline.yaml": image_pipeline,
         PIPELINES_DIR / "tuned_tabular_pipeline.yaml": tuned_tabular_pipeline,
+        MANIFESTS_DIR / "mpijob-example.yaml": example_mpijob,
+        MANIFESTS_DIR / "katib-experiment-example.yaml": example_experiment,
     }
 
 
+def example_mpijob() -> str:
+    """What the train component's kubernetes backend creates for 2 GPU workers on MinIO (object store)."""
+    from slipway.core import mpijob
+
+    spec = mpijob.MPIJobSpec(
+        name="taxi-train-example", namespace="kubeflow-user", workers=2,
+        trainer_args=mpijob.distributed_args(model_dir="s3://mlpipeline/example-run/train/model.mpijob/model",
+                                             hyperparameters='{"epochs": 3}', **EXAMPLE_URIS),
+        worker_resources=mpijob.Resources(cpu="4", memory="16Gi", gpus=1),
+        storage=mpijob.ObjectStore(secret_name="mlpipeline-minio-artifact",
+                                   endpoint="http://minio-service.kubeflow:9000", use_https=False, verify_ssl=False),
+    )
+    return "# Rendered by `slipway compile` (slipway/compile.py): an example, not applied by anything.\n" + \
+        mpijob.render_yaml(spec)
+
+
+def example_experiment() -> str:
+    """What the tune component's kubernetes backend creates for the taxi search with single-process trials."""
+    from slipway.components.tune import katib
+    from slipway.core import mpijob
+
+    trial = katib.TrialSettings(
+        **EXAMPLE_URIS, hyperparameters={"epochs": 2},
+        storage=mpijob.ObjectStore(secret_name="mlpipeline-minio-artifact",
+                                   endpoint="http://minio-service.kubeflow:9000", use_https=False, verify_ssl=False),
+    )
+    text = katib.render_yaml(str(PIPELINES_DIR / "modules" / "taxi_search.yaml"), "taxi-tune-example",
+                             "kubeflow-user", trial)
+    return "# Rendered by `slipway compile` (slipway/compile.py): an example, not applied by anything.\n" + text
+
+
 def compile_to_text(func) -> str:
+    if func in (example_mpijob, example_experiment):
+        return func()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "out.yaml"
         compiler.Compiler().compile(func, str(path))

@@ -58,3 +58,25 @@ def test_compiled_yaml_has_no_machine_paths_or_credentials():
         text = path.read_text()
         assert not re.search(r"/(work|root|home|tmp)/", text), path
         assert not re.search(r"(?i)(aws_secret|password|token)\s*[:=]", text), path
+
+
+def test_example_manifests_pass_the_upstream_schemas_and_admission_rules():
+    import yaml
+
+    from slipway.components.tune import katib
+    from slipway.core import mpijob
+
+    job = yaml.safe_load((ROOT / "manifests" / "mpijob-example.yaml").read_text())
+    experiment = yaml.safe_load((ROOT / "manifests" / "katib-experiment-example.yaml").read_text())
+    assert mpijob.operator_errors(job) == []
+    assert katib.admission_errors(experiment) == []
+    crd = ROOT.parent / "shared" / "crds" / "mpi-operator_kubeflow.org_mpijobs.yaml"
+    if crd.exists():  # ../shared/crds beside the checkout, as in CI
+        from slipway.render import crd_validator
+
+        errors = [e.message for e in crd_validator(crd, "v2beta1").iter_errors(job)]
+        assert errors == []
+    secrets = [env for spec in job["spec"]["mpiReplicaSpecs"].values()
+               for c in spec["template"]["spec"]["containers"] for env in c.get("env", [])
+               if env["name"].startswith("AWS_") and "KEY" in env["name"]]
+    assert secrets and all("value" not in env and "secretKeyRef" in env["valueFrom"] for env in secrets)
