@@ -3,11 +3,29 @@
 import os
 import tempfile
 
+import pytest
+
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before any test imports tensorflow)
 
 _scratch = tempfile.mkdtemp(prefix="slipway-tests-")
 os.environ["TMPDIR"] = _scratch
 tempfile.tempdir = _scratch
+
+
+@pytest.fixture(scope="session")
+def transformed_inputs():
+    """make(root, **make_inputs kwargs): the synthetic tabular problem, transformed into root/graph and
+    root/transformed; returns make_inputs' paths (examples, schema, module)."""
+    from slipway.components.transform.executor import run as transform
+    from slipway.core import testing
+
+    def make(root, **kwargs) -> dict:
+        made = testing.make_inputs(root, **kwargs)
+        transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(root / "graph"),
+                  str(root / "transformed"))
+        return made
+
+    return make
 
 
 def pytest_unconfigure(config):

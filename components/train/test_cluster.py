@@ -11,9 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from slipway.components.train import cluster, distributed
-from slipway.components.transform.executor import run as transform
 from slipway.core import launcher
-from slipway.core import testing as testdata
 from slipway.core.errors import SlipwayError
 from slipway.render import crd_validator
 
@@ -55,12 +53,9 @@ def artifact(path: Path, uri: str | None = None):
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
+def inputs(tmp_path_factory, transformed_inputs):
     root = tmp_path_factory.mktemp("cluster")
-    made = testdata.make_inputs(root, num_classes=2, train=200, eval_=50)
-    transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(root / "graph"),
-              str(root / "transformed"))
-    return root, made
+    return root, transformed_inputs(root, num_classes=2, train=200, eval_=50)
 
 
 def test_pvc_backend_trains_through_the_rendered_mpijob_and_hands_back_the_model(inputs, tmp_path: Path):

@@ -11,20 +11,15 @@ from pathlib import Path
 import pytest
 
 from slipway.components.train.executor import run
-from slipway.components.transform.executor import run as transform
-from slipway.core import testing as testdata
 from slipway.core.errors import SlipwayError
 
 ENTRY = "slipway.components.train.distributed"
 
 
 @pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
+def inputs(tmp_path_factory, transformed_inputs):
     root = tmp_path_factory.mktemp("distributed")
-    made = testdata.make_inputs(root, num_classes=2, train=400, eval_=96)
-    transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(root / "graph"),
-              str(root / "transformed"))
-    return root, made
+    return root, transformed_inputs(root, num_classes=2, train=400, eval_=96)
 
 
 def _run(root: Path, made: dict, out: Path, workers: int, hparams: dict, **kwargs) -> dict:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from slipway.components.transform.executor import run as transform
 from slipway.core import storage
 from slipway.core import testing as testdata
 from slipway.core.artifacts import examples_meta, split_files
@@ -19,11 +18,9 @@ BUCKET = "s3://slipway-test"
 
 
 @pytest.fixture(scope="module")
-def s3_inputs(tmp_path_factory):
+def s3_inputs(tmp_path_factory, transformed_inputs):
     root = tmp_path_factory.mktemp("s3")
-    made = testdata.make_inputs(root, num_classes=3, train=240, eval_=60)
-    transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(root / "graph"),
-              str(root / "transformed"))
+    made = transformed_inputs(root, num_classes=3, train=240, eval_=60)
     with testdata.loopback_s3() as env:
         saved = {key: os.environ.get(key) for key in env}
         os.environ.update(env)

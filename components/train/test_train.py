@@ -7,29 +7,16 @@ import pytest
 
 import slipway  # noqa: F401
 from slipway.components.train.executor import resolve_hyperparameters, run
-from slipway.components.transform import executor as transform
 from slipway.core import testing as testdata
 from slipway.core.errors import SlipwayError
 from slipway.core.modules import load_module
 from slipway.core.testing import example_from_row
 
 
-def _transformed(root, num_classes):
-    inputs = testdata.make_inputs(root, num_classes=num_classes)
-    transform.run(
-        str(inputs["examples"]),
-        str(inputs["schema"]),
-        str(inputs["module"]),
-        str(root / "graph"),
-        str(root / "transformed"),
-    )
-    return inputs
-
-
 @pytest.fixture(scope="module")
-def binary(tmp_path_factory):
+def binary(tmp_path_factory, transformed_inputs):
     root = tmp_path_factory.mktemp("train_binary")
-    inputs = _transformed(root, 2)
+    inputs = transformed_inputs(root, num_classes=2)
     result = run(
         str(root / "transformed"),
         str(root / "graph"),
@@ -95,8 +82,8 @@ def test_fewer_epochs_fewer_steps(binary, tmp_path):
     assert one["train_steps"] < result["train_steps"]
 
 
-def test_multiclass_outputs_sum_to_one(tmp_path):
-    _transformed(tmp_path, 3)
+def test_multiclass_outputs_sum_to_one(tmp_path, transformed_inputs):
+    transformed_inputs(tmp_path, num_classes=3)
     result = run(
         str(tmp_path / "transformed"),
         str(tmp_path / "graph"),

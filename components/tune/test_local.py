@@ -286,17 +286,8 @@ def test_result_file_and_report(script, tmp_path):
 # -- the real trainer ------------------------------------------------------------------------------------
 
 
-def test_real_trainer_trials(tmp_path):
-    from slipway.components.train import trainer
-
-    if not hasattr(trainer, "metric_line"):
-        pytest.skip("the trainer does not print Katib metric lines yet")
-    from slipway.components.transform.executor import run as transform
-    from slipway.core import testing as testdata
-
-    made = testdata.make_inputs(tmp_path, num_classes=2, train=200, eval_=64)
-    transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(tmp_path / "graph"),
-              str(tmp_path / "transformed"))
+def test_real_trainer_trials(tmp_path, transformed_inputs):
+    made = transformed_inputs(tmp_path, num_classes=2, train=200, eval_=64)
     spec = make_spec(
         [{"name": "learning_rate", "parameterType": "double",
           "feasibleSpace": {"min": "0.001", "max": "0.1", "distribution": "logUniform"}},
