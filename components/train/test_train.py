@@ -68,6 +68,49 @@ def test_binary_model_trains_and_serves_raw_examples(binary):
     assert not [p for p in root.iterdir() if p.name.startswith(".")]
 
 
+def test_raw_signature_answers_json_rows_as_serving_default_answers_examples(binary):
+    """serving_raw takes named tensors (what a JSON row carries); missing markers mean what an absent feature does."""
+    import tensorflow as tf
+
+    root, _, _ = binary
+    loaded = tf.saved_model.load(str(root / "model"))
+    raw = loaded.signatures["serving_raw"]
+    inputs = {name: spec for name, spec in raw.structured_input_signature[1].items()}
+    assert {name: (spec.dtype, spec.shape.as_list()) for name, spec in inputs.items()} == {
+        "cat": (tf.string, [None]), "n": (tf.int64, [None]), "x": (tf.float32, [None])}
+    rows = [
+        {"x": 3.0, "cat": "b", "n": 4},
+        {"x": -1.0, "cat": "a", "n": 1},
+        {"cat": "zzz", "n": 2},  # x missing: NaN on the raw side, no feature in the tf.Example
+        {"x": 0.5, "cat": "c", "n": 9},
+    ]
+    from_raw = raw(
+        x=tf.constant([r.get("x", float("nan")) for r in rows], tf.float32),
+        cat=tf.constant([r["cat"] for r in rows]),
+        n=tf.constant([r["n"] for r in rows], tf.int64),
+    )["outputs"].numpy()
+    np.testing.assert_allclose(from_raw, _serve(root / "model", rows), rtol=1e-6, atol=1e-7)
+    meta = json.loads((root / "model" / "model_meta.json").read_text())
+    assert meta["serving"]["raw_signature"] == "serving_raw"
+
+
+def test_raw_input_specs_give_optional_integers_a_missing_marker():
+    import tensorflow as tf
+
+    from slipway.components.train.trainer import raw_input_specs
+
+    specs = raw_input_specs({
+        "area": tf.io.VarLenFeature(tf.int64),
+        "company": tf.io.VarLenFeature(tf.string),
+        "fare": tf.io.FixedLenFeature([1], tf.float32),
+        "pixels": tf.io.FixedLenFeature([64], tf.float32),
+    })
+    assert {n: (s.dtype, s.shape.as_list()) for n, s in specs.items()} == {
+        "area": (tf.float64, [None]), "company": (tf.string, [None]), "fare": (tf.float32, [None]),
+        "pixels": (tf.float32, [None, 64])}
+    assert raw_input_specs({"grid": tf.io.FixedLenFeature([2, 2], tf.float32)}) == {}
+
+
 def test_fewer_epochs_fewer_steps(binary, tmp_path):
     root, inputs, result = binary
     one = run(

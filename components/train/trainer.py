@@ -28,6 +28,8 @@ EVAL_SPLIT = "eval"
 MODEL_META = "model_meta.json"
 SERVING_INPUT = "examples"
 SERVING_OUTPUT = "outputs"
+# Raw features as named tensors (JSON rows), beside serving_default's serialized tf.Example.
+RAW_SIGNATURE = "serving_raw"
 CHECKPOINT_PREFIX = "ckpt"
 FINGERPRINT_FILE = "fingerprint.json"
 HOROVOD_RANK_VARS = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
@@ -214,7 +216,7 @@ def train(
     }
     if rank == 0 and export:
         features = serving_features(transform_graph_dir, raw_spec, plan.label)
-        _export(model, tft_output, {n: raw_spec[n] for n in features}, plan.label, model_dir)
+        has_raw = _export(model, tft_output, {n: raw_spec[n] for n in features}, plan.label, model_dir)
         result["seconds"] = round(time.monotonic() - started, 3)
         write_json(
             storage.join(model_dir, MODEL_META),
@@ -224,7 +226,8 @@ def train(
                 "label_classes": plan.label_classes,
                 "raw_features": features,
                 "final_metrics": metrics,
-                "serving": {"signature": "serving_default", "input": SERVING_INPUT, "output": SERVING_OUTPUT},
+                "serving": {"signature": "serving_default", "input": SERVING_INPUT, "output": SERVING_OUTPUT,
+                            "raw_signature": RAW_SIGNATURE if has_raw else None},
                 **{k: v for k, v in result.items() if k != "metrics"},
             },
         )
@@ -330,22 +333,81 @@ def _checkpointing(model, checkpoint_dir: str, run_fingerprint: str, rank: int):
     return checkpoint, manager, 0
 
 
-def _export(model, tft_output, serving_spec: dict, label: str, path: str) -> None:
+def _export(model, tft_output, serving_spec: dict, label: str, path: str) -> bool:
+    """Save the serving SavedModel; True when it has the serving_raw signature besides serving_default."""
     import tensorflow as tf
 
     model.tft_layer = tft_output.transform_features_layer()  # tracked, so the TFT assets are saved
 
-    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name=SERVING_INPUT)])
-    def serve(serialized):
-        parsed = tf.io.parse_example(serialized, serving_spec)
+    def predict(parsed: dict) -> dict:
         transformed = model.tft_layer(parsed)
         transformed.pop(label, None)
         return {SERVING_OUTPUT: model(transformed, training=False)}
 
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name=SERVING_INPUT)])
+    def serve(serialized):
+        return predict(tf.io.parse_example(serialized, serving_spec))
+
+    signatures = {"serving_default": serve.get_concrete_function()}
+    raw_inputs = raw_input_specs(serving_spec)
+    if raw_inputs:
+        @tf.function(input_signature=[raw_inputs])
+        def serve_raw(features):
+            return predict(_raw_to_parsed(features, serving_spec))
+
+        signatures[RAW_SIGNATURE] = serve_raw.get_concrete_function()
+    else:
+        print(f"train: no {RAW_SIGNATURE} signature: a raw feature has a shape JSON rows cannot carry", flush=True)
     # Without the optimizer: a Horovod-wrapped one would put HorovodAllreduce ops into the serving graph, which
     # TF Serving, TFMA and KServe cannot load.
-    model.save(path, save_format="tf", include_optimizer=False,
-               signatures={"serving_default": serve.get_concrete_function()})
+    model.save(path, save_format="tf", include_optimizer=False, signatures=signatures)
+    return bool(raw_inputs)
+
+
+def raw_input_specs(serving_spec: dict) -> dict:
+    """The serving_raw signature's inputs: one named tensor per raw feature, a row per example.
+
+    A feature every example has keeps its dtype and shape. One that may be missing (a VarLenFeature) takes a
+    single value per row with a missing marker JSON can carry: "" for strings, NaN for numbers; its integers
+    travel as float64 so that NaN exists for them (exact up to 2**53). Empty when a feature has a shape JSON rows
+    cannot carry (a multi-dimensional or ragged one).
+    """
+    import tensorflow as tf
+
+    specs = {}
+    for name, feature in serving_spec.items():
+        if isinstance(feature, tf.io.FixedLenFeature):
+            shape = [] if list(feature.shape) in ([], [1]) else list(feature.shape)  # one value: a scalar per row
+            if len(shape) > 1:
+                return {}
+            specs[name] = tf.TensorSpec([None, *shape], feature.dtype, name=name)
+        elif isinstance(feature, tf.io.VarLenFeature):
+            dtype = tf.float64 if feature.dtype == tf.int64 else feature.dtype
+            specs[name] = tf.TensorSpec([None], dtype, name=name)
+        else:
+            return {}
+    return specs
+
+
+def _raw_to_parsed(features: dict, serving_spec: dict) -> dict:
+    """Named raw tensors -> what tf.io.parse_example gives for the same rows (missing markers become absent)."""
+    import tensorflow as tf
+
+    parsed = {}
+    for name, feature in serving_spec.items():
+        value = features[name]
+        if isinstance(feature, tf.io.FixedLenFeature):
+            parsed[name] = tf.reshape(value, [-1, 1]) if list(feature.shape) == [1] else value
+            continue
+        present = tf.not_equal(value, "") if value.dtype == tf.string else tf.logical_not(tf.math.is_nan(value))
+        rows = tf.where(present)  # [k, 1]: the rows that carry a value
+        values = tf.gather_nd(value, rows)
+        if feature.dtype == tf.int64:
+            values = tf.cast(tf.round(values), tf.int64)
+        indices = tf.concat([rows, tf.zeros_like(rows)], axis=1)
+        dense_shape = tf.stack([tf.shape(value, out_type=tf.int64)[0], tf.constant(1, tf.int64)])
+        parsed[name] = tf.SparseTensor(indices, values, dense_shape)
+    return parsed
 
 
 def _keras_callback_base():
