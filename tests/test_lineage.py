@@ -66,3 +66,24 @@ def test_store_uri_forms(tmp_path: Path):
     assert lineage.open_store("none").trace("/x") == []
     with pytest.raises(SlipwayError, match="expected sqlite"):
         lineage.open_store("postgres://db")
+
+
+def test_latest_blessed_model_skips_a_model_whose_deploy_never_completed(tmp_path: Path):
+    """The baseline is what is served: a blessed model rolled back by deploy (failed step) is passed over."""
+    store = lineage.open_store(lineage.sqlite_uri(tmp_path / "m.sqlite"))
+    first, second, third = (tmp_path / name for name in ("m1", "m2", "m3"))
+    for run, model in (("r1", first), ("r2", second), ("r3", third)):
+        model.mkdir()
+        _record(store, run, "evaluate", [_art("model", "Model", str(model))],
+                [_art("blessing", "ModelBlessing", f"/x/{run}/blessing", blessed=True)])
+    _record(store, "r1", "deploy", [_art("model", "Model", str(first))], [_art("deployment", "Deployment", "/d1")])
+    _record(store, "r2", "deploy", [_art("model", "Model", str(second))], [_art("deployment", "Deployment", "/d2")])
+    _record(store, "r3", "deploy", [_art("model", "Model", str(third))], [], state="FAILED",
+            error="smoke request failed; rolled back")
+    assert store.latest_blessed_model("demo") == str(second)
+    _record(store, "r3", "deploy", [_art("model", "Model", str(third))], [_art("deployment", "Deployment", "/d3")])
+    assert store.latest_blessed_model("demo") == str(third)  # a later attempt served it
+    assert [s.state for s in store.run_steps("r3") if s.component == "deploy"] == ["FAILED", "COMPLETE"]  # a retry
+    _record(store, "r4", "evaluate", [_art("model", "Model", str(first))],
+            [_art("blessing", "ModelBlessing", "/x/r4/blessing", blessed=False)])
+    assert store.latest_blessed_model("demo") == str(third)  # a NOT_BLESSED blessing is no candidate

@@ -22,6 +22,7 @@ PIPELINE = "slipway.Pipeline"
 ENV_STORE = "SLIPWAY_LINEAGE"
 ENV_RUN_ID = "SLIPWAY_RUN_ID"
 ENV_PIPELINE = "SLIPWAY_PIPELINE"
+DEPLOY_COMPONENT = "deploy"  # its failed executions mark a model as never served (latest_blessed_model)
 
 
 @dataclass
@@ -150,7 +151,7 @@ class MlmdLineage:
 
         execution = pb.Execution(type_id=self._type_id("execution", f"slipway.{record.component}"))
         execution.last_known_state = pb.Execution.COMPLETE if record.state == "COMPLETE" else pb.Execution.FAILED
-        execution.name = f"{record.run_id}.{record.component}"
+        execution.name = self._execution_name(record)
         _set_properties(
             execution.custom_properties,
             {
@@ -174,6 +175,16 @@ class MlmdLineage:
                 pairs.append((self._artifact_for(art, reuse=event_type == pb.Event.INPUT), event))
         contexts = [self._context(PIPELINE_RUN, record.run_id), self._context(PIPELINE, record.pipeline)]
         self._store.put_execution(execution, pairs, contexts, reuse_context_if_already_exist=True)
+
+    def _execution_name(self, record: StepRecord) -> str:
+        """run.component, or run.component.attempt-N when the step ran before in this run (a retried task)."""
+        type_name = f"slipway.{record.component}"
+        name = f"{record.run_id}.{record.component}"
+        attempt = 1
+        while self._store.get_execution_by_type_and_name(type_name, name) is not None:
+            attempt += 1
+            name = f"{record.run_id}.{record.component}.attempt-{attempt}"
+        return name
 
     def _artifact_for(self, art: ArtifactRecord, reuse: bool):
         from ml_metadata.proto import metadata_store_pb2 as pb
@@ -270,7 +281,11 @@ class MlmdLineage:
         return nodes
 
     def latest_blessed_model(self, pipeline: str) -> str | None:
-        """URI of the newest model whose evaluation wrote a BLESSED blessing in this pipeline's runs."""
+        """URI of the newest model whose evaluation wrote a BLESSED blessing in this pipeline's runs.
+
+        A model that a deploy step took and never deployed (its smoke request failed and it was rolled back, or
+        every attempt failed) is skipped: the baseline is meant to be what is being served.
+        """
         from ml_metadata.proto import metadata_store_pb2 as pb
 
         context = self._store.get_context_by_type_and_name(PIPELINE, pipeline)
@@ -290,9 +305,19 @@ class MlmdLineage:
                 models = [e for e in events if e.type == pb.Event.INPUT and _event_key(e) == "model"]
                 for model_event in models:
                     model = self._store.get_artifacts_by_id([model_event.artifact_id])[0]
-                    if Path(model.uri).exists() or "://" in model.uri:
-                        return model.uri
+                    if not (Path(model.uri).exists() or "://" in model.uri) or self._never_deployed(model.id):
+                        continue
+                    return model.uri
         return None
+
+    def _never_deployed(self, model_id: int) -> bool:
+        """True when deploy steps took this model and none of them completed."""
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        taken = [e.execution_id for e in self._store.get_events_by_artifact_ids([model_id]) if e.type == pb.Event.INPUT]
+        deploys = [x for x in self._store.get_executions_by_id(taken)
+                   if _prop(x.custom_properties.get("component")) == DEPLOY_COMPONENT]
+        return bool(deploys) and all(_prop(x.custom_properties.get("state")) != "COMPLETE" for x in deploys)
 
 
 def _event_key(event) -> str:

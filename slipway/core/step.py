@@ -36,6 +36,11 @@ class Step:
         self.started = 0.0
         self.startup_seconds: float | None = None
 
+    @property
+    def run_id(self) -> str:
+        """The pipeline run this step belongs to (the lineage store's run context)."""
+        return os.environ.get(lineage.ENV_RUN_ID, "manual")
+
     # -- declaring artifacts -----------------------------------------------------------------------------
     def input(self, name: str, type_name: str, artifact: Any) -> None:
         self.inputs.append(lineage.ArtifactRecord(name, type_name, _uri(artifact), _kfp_metadata(artifact)))
@@ -62,7 +67,7 @@ class Step:
         error = "" if exc is None else _one_line(exc)
         record = lineage.StepRecord(
             component=self.component,
-            run_id=os.environ.get(lineage.ENV_RUN_ID, "manual"),
+            run_id=self.run_id,
             pipeline=os.environ.get(lineage.ENV_PIPELINE, "slipway"),
             state="COMPLETE" if exc is None else "FAILED",
             started=self.started,
