@@ -1,0 +1,183 @@
+"""TF Serving's model layout: `<model base>/<version>/saved_model.pb`, numeric versions, the highest one served.
+
+The model base may be a local folder (a PVC mount is one), or an object-store URI (s3://, read and written
+through tf.io.gfile). A version folder is complete once its saved_model.pb is there: a push writes that file
+last, so a server watching the base never loads a half-copied version. Versions are never overwritten: a push
+takes the next number above every version the base has ever had (retired ones included), and a rejected version
+is moved out of the base (to `<model base>.rejected/<version>`), never replaced in it.
+
+Used by the deploy component (push, retire) in the pipeline environment and by the model server (versions) in
+the serving environment, so it imports nothing heavier than slipway.core.storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from slipway.core import storage
+from slipway.core.errors import SlipwayError
+
+SAVED_MODEL = "saved_model.pb"
+PUSH_RECORD = "slipway_push.json"  # inside a version folder: what was pushed there, and when
+RETIRED_SUFFIX = ".rejected"
+_VERSION = re.compile(r"^[0-9]{1,18}$")  # TF Serving parses versions as int64
+_MAX_PUSH_ATTEMPTS = 20
+
+
+@dataclass(frozen=True)
+class Push:
+    version: int
+    uri: str  # the version folder
+    created: bool  # False when this very model was already the latest version (a retried step)
+
+
+def _is_version(name: str) -> bool:
+    return bool(_VERSION.match(name))
+
+
+def _children(folder: str) -> list[str]:
+    if storage.is_remote(folder):
+        storage.ensure_filesystems(folder)
+        gfile = storage._gfile()
+        if not gfile.isdir(folder):
+            return []
+        return [name.rstrip("/") for name in gfile.listdir(folder)]
+    path = Path(folder)
+    return [child.name for child in path.iterdir()] if path.is_dir() else []
+
+
+def versions(base: str) -> list[int]:
+    """The complete versions under base (numeric folders holding saved_model.pb), ascending."""
+    found = []
+    for name in _children(base):
+        if _is_version(name) and storage.exists(storage.join(base, name, SAVED_MODEL)):
+            found.append(int(name))
+    return sorted(found)
+
+
+def latest_version(base: str) -> int | None:
+    found = versions(base)
+    return found[-1] if found else None
+
+
+def require_versions(base: str) -> list[int]:
+    """versions(base), or one clear line saying why base is not a servable model folder."""
+    if not storage.exists(base):
+        raise SlipwayError(f"model folder {base}: no such folder")
+    found = versions(base)
+    if found:
+        return found
+    if storage.exists(storage.join(base, SAVED_MODEL)):
+        raise SlipwayError(
+            f"model folder {base}: a SavedModel without a numeric version folder; servers load "
+            f"<model folder>/<version>/{SAVED_MODEL} (e.g. put it under {storage.join(base, '1')})"
+        )
+    raise SlipwayError(
+        f"model folder {base}: no numeric version folder with a {SAVED_MODEL} "
+        f"(expected {storage.join(base, '1', SAVED_MODEL)})"
+    )
+
+
+def retired_base(base: str) -> str:
+    return str(base).rstrip("/") + RETIRED_SUFFIX
+
+
+def push_record(base: str, version: int) -> dict:
+    path = storage.join(base, str(version), PUSH_RECORD)
+    if not storage.exists(path):
+        return {}
+    try:
+        return json.loads(storage.read_text(path))
+    except (ValueError, OSError):
+        return {}
+
+
+def push(model_dir: str, base: str, model_sha256: str, note: dict | None = None) -> Push:
+    """Copy the SavedModel in model_dir (a local folder) into base as a new version; never overwrite one.
+
+    model_sha256 identifies the model (a content hash of model_dir): when the latest version already holds this
+    very model (a step retried after a pod restart), that version is returned instead of pushing a duplicate.
+    """
+    if not Path(model_dir, SAVED_MODEL).is_file():
+        raise SlipwayError(f"model {model_dir}: not a SavedModel folder (no {SAVED_MODEL})")
+    latest = latest_version(base)
+    if latest is not None and push_record(base, latest).get("model_sha256") == model_sha256:
+        return Push(latest, storage.join(base, str(latest)), created=False)
+    record = {"model_sha256": model_sha256, "source": str(model_dir), "pushed_at": time.time(), **(note or {})}
+    if storage.is_remote(base):
+        return _push_remote(model_dir, base, record)
+    return _push_local(model_dir, base, record)
+
+
+def _next_version(base: str) -> int:
+    taken = [int(n) for n in _children(base) + _children(retired_base(base)) if _is_version(n)]
+    return max(taken, default=0) + 1
+
+
+def _push_local(model_dir: str, base: str, record: dict) -> Push:
+    Path(base).mkdir(parents=True, exist_ok=True)
+    staging = Path(base, f".push-{uuid.uuid4().hex[:12]}")  # not numeric: invisible to servers until renamed
+    try:
+        shutil.copytree(model_dir, staging)
+        record_text = json.dumps({**record, "version": None}, indent=2, sort_keys=True) + "\n"
+        (staging / PUSH_RECORD).write_text(record_text, encoding="utf-8")
+        for _ in range(_MAX_PUSH_ATTEMPTS):
+            version = _next_version(base)
+            target = Path(base, str(version))
+            (staging / PUSH_RECORD).write_text(
+                json.dumps({**record, "version": version}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            if target.exists():
+                continue  # another push took it between the listing and here
+            try:
+                os.rename(staging, target)  # atomic; fails if a concurrent push created target meanwhile
+            except OSError:
+                continue
+            return Push(version, str(target), created=True)
+        raise SlipwayError(f"model folder {base}: could not claim a new version in {_MAX_PUSH_ATTEMPTS} attempts")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _push_remote(model_dir: str, base: str, record: dict) -> Push:
+    """Object stores have no rename: copy every file, the record, and saved_model.pb last."""
+    storage.ensure_filesystems(base)
+    gfile = storage._gfile()
+    version = _next_version(base)
+    target = storage.join(base, str(version))
+    if gfile.exists(target):
+        raise SlipwayError(f"model folder {base}: version {version} appeared while pushing (a concurrent push?)")
+    source = Path(model_dir)
+    files = sorted(p for p in source.rglob("*") if p.is_file())
+    for path in [p for p in files if p.name != SAVED_MODEL or p.parent != source]:
+        destination = storage.join(target, *path.relative_to(source).parts)
+        gfile.makedirs(destination.rsplit("/", 1)[0])
+        gfile.copy(str(path), destination, overwrite=False)
+    storage.write_text(storage.join(target, PUSH_RECORD),
+                       json.dumps({**record, "version": version}, indent=2, sort_keys=True) + "\n")
+    gfile.copy(str(source / SAVED_MODEL), storage.join(target, SAVED_MODEL), overwrite=False)
+    return Push(version, target, created=True)
+
+
+def retire(base: str, version: int, reason: str) -> str:
+    """Move a version out of base (a rejected push), so no server loads it again; returns where it went."""
+    source = storage.join(base, str(version))
+    destination = storage.join(retired_base(base), str(version))
+    if storage.is_remote(base):
+        storage.copy_tree(source, destination)
+        storage.write_text(storage.join(destination, "rejected.txt"), reason + "\n")
+        storage.remove_tree(source)
+        return destination
+    Path(destination).parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        shutil.rmtree(destination)
+    os.rename(source, destination)
+    Path(destination, "rejected.txt").write_text(reason + "\n", encoding="utf-8")
+    return destination

@@ -1,0 +1,107 @@
+"""TF Serving's model layout on a local folder and on a real S3-compatible server (moto) on loopback."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from slipway.core import storage
+from slipway.core.errors import SlipwayError
+from slipway.core.testing import loopback_s3
+from slipway.serving import layout
+
+
+def _saved_model(folder: Path, content: bytes = b"graph") -> Path:
+    (folder / "variables").mkdir(parents=True)
+    (folder / "saved_model.pb").write_bytes(content)
+    (folder / "variables" / "variables.index").write_bytes(b"index-" + content)
+    return folder
+
+
+def test_push_takes_the_next_version_and_never_overwrites(tmp_path: Path):
+    base = str(tmp_path / "serving" / "taxi")
+    first = layout.push(str(_saved_model(tmp_path / "m1", b"one")), base, "sha-one")
+    second = layout.push(str(_saved_model(tmp_path / "m2", b"two")), base, "sha-two")
+    assert (first.version, second.version) == (1, 2) and first.created and second.created
+    assert Path(base, "1", "saved_model.pb").read_bytes() == b"one"
+    assert Path(base, "2", "variables", "variables.index").read_bytes() == b"index-two"
+    assert layout.versions(base) == [1, 2] and layout.latest_version(base) == 2
+    assert layout.push_record(base, 2)["model_sha256"] == "sha-two"
+    assert not [p for p in Path(base).iterdir() if p.name.startswith(".push-")]  # no staging left behind
+
+
+def test_pushing_the_same_model_again_returns_its_version(tmp_path: Path):
+    """A retried deploy step (a pod restart) must not push a duplicate version."""
+    base = str(tmp_path / "taxi")
+    model = str(_saved_model(tmp_path / "m"))
+    assert layout.push(model, base, "sha").version == 1
+    again = layout.push(model, base, "sha")
+    assert again.version == 1 and not again.created
+    assert layout.versions(base) == [1]
+
+
+def test_concurrent_pushes_get_distinct_versions(tmp_path: Path):
+    base = str(tmp_path / "taxi")
+    models = [str(_saved_model(tmp_path / f"m{i}", f"model-{i}".encode())) for i in range(6)]
+    results: list[layout.Push] = []
+    threads = [threading.Thread(target=lambda m=m, i=i: results.append(layout.push(m, base, f"sha-{i}")))
+               for i, m in enumerate(models)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(r.version for r in results) == [1, 2, 3, 4, 5, 6]
+    contents = {Path(base, str(v), "saved_model.pb").read_bytes() for v in range(1, 7)}
+    assert contents == {f"model-{i}".encode() for i in range(6)}  # every model landed whole, none overwritten
+
+
+def test_retired_versions_leave_the_base_and_their_numbers_are_not_reused(tmp_path: Path):
+    base = str(tmp_path / "taxi")
+    for i in (1, 2):
+        layout.push(str(_saved_model(tmp_path / f"m{i}", f"v{i}".encode())), base, f"sha-{i}")
+    moved = layout.retire(base, 2, "smoke request failed: HTTP 500")
+    assert layout.versions(base) == [1]
+    assert Path(moved, "saved_model.pb").read_bytes() == b"v2"
+    assert "HTTP 500" in Path(moved, "rejected.txt").read_text()
+    assert layout.push(str(_saved_model(tmp_path / "m3", b"v3")), base, "sha-3").version == 3
+
+
+def test_folders_that_are_not_versions_are_ignored(tmp_path: Path):
+    base = tmp_path / "taxi"
+    _saved_model(base / "7")
+    (base / "8").mkdir()  # no saved_model.pb yet: an incomplete copy
+    _saved_model(base / "v9")  # not numeric
+    assert layout.versions(str(base)) == [7]
+
+
+def test_a_folder_without_numeric_versions_is_one_clear_line(tmp_path: Path):
+    bare = _saved_model(tmp_path / "bare")
+    with pytest.raises(SlipwayError, match=r"bare: a SavedModel without a numeric version folder.*bare/1"):
+        layout.require_versions(str(bare))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SlipwayError, match=r"empty: no numeric version folder with a saved_model.pb"):
+        layout.require_versions(str(empty))
+    with pytest.raises(SlipwayError, match=r"missing: no such folder"):
+        layout.require_versions(str(tmp_path / "missing"))
+    with pytest.raises(SlipwayError, match="not a SavedModel folder"):
+        layout.push(str(empty), str(tmp_path / "base"), "sha")
+
+
+def test_push_and_retire_on_an_s3_compatible_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    with loopback_s3("models") as env:
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        base = "s3://models/serving/taxi"
+        assert layout.push(str(_saved_model(tmp_path / "m1", b"one")), base, "sha-1").version == 1
+        second = layout.push(str(_saved_model(tmp_path / "m2", b"two")), base, "sha-2")
+        assert second.version == 2 and second.uri == f"{base}/2"
+        assert layout.versions(base) == [1, 2]
+        assert storage.exists(f"{base}/2/variables/variables.index")
+        assert layout.push(str(tmp_path / "m2"), base, "sha-2").created is False
+        layout.retire(base, 2, "rejected")
+        assert layout.versions(base) == [1]
+        assert storage.exists(f"{base}.rejected/2/saved_model.pb")
+        assert layout.push(str(_saved_model(tmp_path / "m3", b"three")), base, "sha-3").version == 3
