@@ -14,6 +14,8 @@ import slipway  # noqa: F401  (environment defaults first)
 from slipway.core.errors import SlipwayError
 from slipway.core.launcher import RULES, ResourceRef
 
+FIELD_MANAGER = "slipway"  # who wrote a field, in the object's managedFields
+
 
 def split_api_version(api_version: str) -> tuple[str, str]:
     """'kubeflow.org/v2beta1' -> ('kubeflow.org', 'v2beta1'); core 'v1' -> ('', 'v1')."""
@@ -76,6 +78,14 @@ class KubeClient:
     def create(self, body: dict) -> dict:
         ref = ref_for(body)
         return self.custom.create_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural, body)
+
+    def replace(self, body: dict) -> dict:
+        # A PUT: metadata.resourceVersion in body makes it conditional (409 Conflict when someone wrote since).
+        ref = ref_for(body)
+        if not (body.get("metadata") or {}).get("resourceVersion"):
+            raise SlipwayError(f"{ref}: replace needs metadata.resourceVersion (optimistic concurrency)")
+        return self.custom.replace_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural,
+                                                            ref.name, body, field_manager=FIELD_MANAGER)
 
     def delete(self, ref: ResourceRef) -> None:
         from kubernetes import client

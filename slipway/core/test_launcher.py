@@ -1,9 +1,12 @@
 """The launcher's decisions, driven through the ResourceClient interface by an in-memory API server.
 
 FakeApiServer behaves like the Kubernetes API for one namespaced custom resource: get of a missing object is a
-404 (None), create of an existing name is a 409 ApiException, delete of a missing object is fine, and between
-reads the "controller" moves the object's status one step along a script of real mpi-operator v2beta1 status
-objects (testdata/*.json, checked against the CRD's status schema below).
+404 (None), create of an existing name is a 409 ApiException, replace (PUT) needs the stored resourceVersion (else
+409 Conflict) and bumps metadata.generation only when the spec changes, every write bumps resourceVersion, delete
+of a missing object is fine. Between reads a "controller" moves the object's status: one step along a script of
+real mpi-operator v2beta1 status objects (testdata/mpijob_*.json), or a FakeKServe that behaves like KServe's
+InferenceService controller (testdata/inferenceservice_*.json). Every snapshot is checked against its CRD's status
+schema below.
 """
 
 import copy
@@ -15,6 +18,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from kubernetes import client as k8s
@@ -23,15 +27,21 @@ from kubernetes.client.exceptions import ApiException
 import slipway  # noqa: F401
 from slipway.core import kube, launcher
 from slipway.core.errors import SlipwayError
-from slipway.core.launcher import MPIJOB, Poll, ResourceRef
+from slipway.core.launcher import KSERVE_INFERENCE_SERVICE, MPIJOB, Poll, ResourceRef, StatusMatch
 
 TESTDATA = Path(__file__).parent / "testdata"
-CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "crds"
+CRDS = TESTDATA / "crds"
 MPIJOB_CRD = CRDS / "mpi-operator_kubeflow.org_mpijobs.yaml"
+KSERVE_CRD = CRDS / "kserve_serving.kserve.io_inferenceservices.yaml.gz"
+UPSTREAM_CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "crds"  # beside the checkout, in CI
 
 
 def status(name: str) -> dict:
     return json.loads((TESTDATA / f"mpijob_{name}.json").read_text())["status"]
+
+
+def isvc_status(name: str) -> dict:
+    return json.loads((TESTDATA / f"inferenceservice_{name}.json").read_text())["status"]
 
 
 def api_error(code: int, reason: str, message: str = "") -> ApiException:
@@ -41,18 +51,28 @@ def api_error(code: int, reason: str, message: str = "") -> ApiException:
 
 
 class FakeApiServer:
-    """One kind's namespaced objects in memory; each get of an existing object advances its status script."""
+    """One kind's namespaced objects in memory; each get of an existing object lets the controller move its status.
 
-    def __init__(self, script=("created", "running", "succeeded"), log_text: str = ""):
+    controller: called with the stored object on every get (it may change status); default: the next step of
+    script. writes: every object create/replace stored, in order.
+    """
+
+    def __init__(self, script=("created", "running", "succeeded"), log_text: str = "", controller=None):
         self.script = [status(s) for s in script]
+        self.controller = controller
         self.objects: dict[tuple[str, str], dict] = {}
         self.steps: dict[tuple[str, str], int] = {}
         self.calls: list[tuple[str, str]] = []
+        self.writes: list[dict] = []
         self.log_text = log_text
         self.log_requests: list[tuple[dict, int]] = []
-        self.errors: dict[str, list[Exception]] = {"get": [], "create": [], "delete": []}
+        self.errors: dict[str, list[Exception]] = {"get": [], "create": [], "replace": [], "delete": []}
         self.on_get = None
         self.before_create = None
+        self.before_replace = None
+        self.prune = None  # called with each object written: drop what the CRD's schema does not know
+        self.revision = 0
+        self.lock = threading.RLock()  # a test thread may play the controller
 
     # the API -------------------------------------------------------------------------------------------------
     def get(self, ref: ResourceRef):
@@ -61,10 +81,11 @@ class FakeApiServer:
             self.on_get(ref)
         self._maybe_fail("get")
         key = (ref.namespace, ref.name)
-        if key not in self.objects:
-            return None
-        self._reconcile(key)
-        return copy.deepcopy(self.objects[key])
+        with self.lock:
+            if key not in self.objects:
+                return None
+            self._reconcile(key)
+            return copy.deepcopy(self.objects[key])
 
     def create(self, body: dict) -> dict:
         self.calls.append(("create", body["metadata"]["name"]))
@@ -72,35 +93,94 @@ class FakeApiServer:
             self.before_create(body)
         self._maybe_fail("create")
         key = (body["metadata"]["namespace"], body["metadata"]["name"])
-        if key in self.objects:
-            raise api_error(409, "AlreadyExists", f'mpijobs.kubeflow.org "{key[1]}" already exists')
-        return copy.deepcopy(self.store(body))
+        with self.lock:
+            if key in self.objects:
+                raise api_error(409, "AlreadyExists", f'{body["kind"].lower()}s "{key[1]}" already exists')
+            return copy.deepcopy(self.store(body))
+
+    def replace(self, body: dict) -> dict:
+        meta = body["metadata"]
+        self.calls.append(("replace", meta["name"]))
+        if self.before_replace:
+            self.before_replace(body)
+        self._maybe_fail("replace")
+        key = (meta["namespace"], meta["name"])
+        with self.lock:
+            stored = self.objects.get(key)
+            if stored is None:
+                raise api_error(404, "NotFound", f'"{key[1]}" not found')
+            if not meta.get("resourceVersion"):
+                raise api_error(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be specified "
+                                                "for an update")
+            if meta.get("uid") and meta["uid"] != stored["metadata"]["uid"]:
+                raise api_error(409, "Conflict", "Precondition failed: UID in precondition does not match")
+            if meta["resourceVersion"] != stored["metadata"]["resourceVersion"]:
+                raise api_error(409, "Conflict", f'Operation cannot be fulfilled on "{key[1]}": the object has been '
+                                                 f'modified; please apply your changes to the latest version and try '
+                                                 f'again')
+            new = copy.deepcopy(body)
+            new.pop("status", None)
+            if "status" in stored:  # the status subresource: a PUT of the object never changes status
+                new["status"] = copy.deepcopy(stored["status"])
+            kept = {k: stored["metadata"][k] for k in ("uid", "creationTimestamp", "generation", "resourceVersion")}
+            new["metadata"].update(kept)
+            if self.prune:
+                self.prune(new)
+            if new == stored:
+                return copy.deepcopy(stored)  # a no-op write changes nothing, not even resourceVersion
+            if new.get("spec") != stored.get("spec"):
+                new["metadata"]["generation"] = stored["metadata"]["generation"] + 1
+            new["metadata"]["resourceVersion"] = self._next_revision()
+            self.objects[key] = new
+            self.writes.append(copy.deepcopy(new))
+            return copy.deepcopy(new)
 
     def delete(self, ref: ResourceRef) -> None:
         self.calls.append(("delete", ref.name))
         self._maybe_fail("delete")
-        self.objects.pop((ref.namespace, ref.name), None)
+        with self.lock:
+            self.objects.pop((ref.namespace, ref.name), None)
 
     def primary_log_tail(self, ref: ResourceRef, selector: dict, lines: int) -> str:
         self.log_requests.append((selector, lines))
         return "\n".join(self.log_text.splitlines()[-lines:])
 
     # helpers -------------------------------------------------------------------------------------------------
-    def store(self, body: dict, step: int = -1) -> dict:
+    def store(self, body: dict, step: int = -1, status: dict | None = None) -> dict:
         obj = copy.deepcopy(body)
-        obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion="1", generation=1,
+        obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self._next_revision(), generation=1,
                                creationTimestamp="2026-07-10T09:00:00Z")
         obj.pop("status", None)
+        if self.prune:
+            self.prune(obj)
         key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
         self.objects[key] = obj
         self.steps[key] = step
         if step >= 0:
             obj["status"] = copy.deepcopy(self.script[step])
+        if status is not None:
+            obj["status"] = copy.deepcopy(status)
+        self.writes.append(copy.deepcopy(obj))
         return obj
 
+    def set_status(self, key, status: dict) -> None:
+        """A controller's status write: only status changes, resourceVersion moves."""
+        with self.lock:
+            obj = self.objects[key]
+            if obj.get("status") != status:
+                obj["status"] = copy.deepcopy(status)
+                obj["metadata"]["resourceVersion"] = self._next_revision()
+
     def _reconcile(self, key):
+        if self.controller is not None:
+            self.controller(self, key)
+            return
         self.steps[key] = min(self.steps[key] + 1, len(self.script) - 1)
-        self.objects[key]["status"] = copy.deepcopy(self.script[self.steps[key]])
+        self.set_status(key, self.script[self.steps[key]])
+
+    def _next_revision(self) -> str:
+        self.revision += 1
+        return str(self.revision)
 
     def _maybe_fail(self, method: str):
         if self.errors[method]:
@@ -405,8 +485,6 @@ def test_backoff_grows_by_the_factor_up_to_the_cap():
 
 
 def test_testdata_statuses_are_valid_mpijob_status_objects():
-    if not MPIJOB_CRD.exists():
-        pytest.skip(f"shared CRD folder absent: {CRDS}")
     from slipway.render import crd_validator
 
     validator = crd_validator(MPIJOB_CRD, "v2beta1")
@@ -437,3 +515,508 @@ def test_kube_helpers():
     assert kube.newest_pod([pod("j-launcher-a", 1), pod("j-launcher-c", 9), pod("j-launcher-b", 5)]).metadata.name \
         == "j-launcher-c"
     assert kube.newest_pod([]) is None
+
+
+def test_kube_client_replace_is_a_conditional_put_by_slipway():
+    custom = mock.Mock()
+    custom.replace_namespaced_custom_object.return_value = {"metadata": {"resourceVersion": "8"}}
+    client = kube.KubeClient(custom_api=custom, core_api=mock.Mock())
+    body = isvc_body()
+    body["metadata"]["resourceVersion"] = "7"
+    assert client.replace(body) == {"metadata": {"resourceVersion": "8"}}
+    custom.replace_namespaced_custom_object.assert_called_once_with(
+        "serving.kserve.io", "v1beta1", "ml", "inferenceservices", "taxi", body, field_manager="slipway")
+    with pytest.raises(SlipwayError, match="replace needs metadata.resourceVersion"):
+        client.replace(isvc_body())
+
+
+# --- on_exists="update": objects that outlive a run (KServe InferenceService) ------------------------------------
+
+
+class FakeKServe:
+    """Plays KServe's InferenceService controller on a FakeApiServer (v0.20 behaviour).
+
+    status.observedGeneration is the CHILD's generation (the Knative Service's or the predictor Deployment's, as
+    PropagateStatus / PropagateRawStatus copy it), which moves when what KServe copies into the predictor pods
+    changes (spec.predictor, the object's labels). `lag` reads after such a change the status becomes `outcome`
+    (a testdata snapshot); until then it still describes the previous revision.
+    """
+
+    def __init__(self, outcome: str = "ready", lag: int = 2, child_generation: int = 0):
+        self.outcome, self.lag, self.child_generation = outcome, lag, child_generation
+        self.seen = None
+        self.reads = 0
+
+    @staticmethod
+    def _child(obj: dict) -> str:
+        return json.dumps([obj["spec"].get("predictor"), obj["metadata"].get("labels")], sort_keys=True)
+
+    def adopt(self, obj: dict) -> None:
+        """An object that was already settled before the test (its status describes its current spec)."""
+        self.seen, self.reads = self._child(obj), self.lag + 1
+        self.child_generation = obj.get("status", {}).get("observedGeneration", self.child_generation)
+
+    def __call__(self, server: FakeApiServer, key) -> None:
+        obj = server.objects[key]
+        if self._child(obj) != self.seen:
+            self.seen, self.reads = self._child(obj), 0
+            self.child_generation += 1
+        self.reads += 1
+        if self.reads > self.lag:
+            new = isvc_status(self.outcome)
+            new["observedGeneration"] = self.child_generation
+            server.set_status(key, new)
+
+
+def isvc_body(version: str = "8", managed: bool = True, run_id: str = "run-8") -> dict:
+    labels = {**launcher.owner_labels(run_id, "deploy"), "slipway.dev/model-version": version}
+    if managed:
+        labels[launcher.MANAGED_BY_LABEL] = launcher.MANAGED_BY
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "taxi", "namespace": "ml", "labels": labels,
+                     "annotations": {"serving.kserve.io/deploymentMode": "Serverless"}},
+        "spec": {"predictor": {"annotations": {"slipway.dev/model-version": version},
+                               "model": {"modelFormat": {"name": "tensorflow"}, "storageUri": "s3://models/taxi"}}},
+    }
+
+
+def live_isvc(server: FakeApiServer, kserve: FakeKServe, version: str = "7", status_name: str = "ready") -> dict:
+    """A deployed, Ready InferenceService of version; KServe and the user added their own metadata."""
+    body = isvc_body(version, run_id="run-7")
+    body["metadata"]["annotations"]["team"] = "fraud"
+    body["metadata"]["finalizers"] = ["inferenceservice.finalizers"]
+    stored = server.store(body, status=isvc_status(status_name))
+    kserve.adopt(stored)
+    return copy.deepcopy(stored)
+
+
+def run_isvc(server, tmp_path, poll, body=None, **kwargs):
+    kwargs.setdefault("timeout_s", 600)
+    return launcher.run(body or isvc_body(), server, KSERVE_INFERENCE_SERVICE, tmp_path / "ref" / "isvc.json",
+                        poll=poll, on_exists="update", **kwargs)
+
+
+def ref_file(tmp_path) -> Path:
+    return tmp_path / "ref" / "isvc.json"
+
+
+class PodKilled(BaseException):
+    """The launcher's pod dying: nothing in the launcher catches it, like SIGKILL."""
+
+
+def test_update_mode_creates_an_absent_object_and_keeps_it_after_ready(tmp_path, poll):
+    server = FakeApiServer(controller=FakeKServe())
+    final = run_isvc(server, tmp_path, poll)
+    assert server.count("create") == 1 and server.count("replace") == 0
+    assert server.count("delete") == 0 and ("ml", "taxi") in server.objects  # an endpoint outlives its run
+    applied = launcher.read_applied(ref_file(tmp_path))
+    assert (applied.action, applied.generation, applied.previous) == ("created", 1, None)
+    assert applied.ref.uid == final["metadata"]["uid"]
+    assert final["status"]["url"] == "http://taxi.ml.example.com"
+
+
+def test_update_puts_with_the_resource_version_and_records_the_previous_spec_before_waiting(tmp_path, poll):
+    kserve = FakeKServe(lag=2)
+    server = FakeApiServer(controller=kserve)
+    before = live_isvc(server, kserve)
+    seen = []  # per read after our write: (reference action, observedGeneration, decision)
+    server.on_get = lambda ref: seen.append(launcher.read_applied(ref_file(tmp_path)))
+    final = run_isvc(server, tmp_path, poll)
+
+    [put] = [w for w in server.writes[1:]]
+    assert put["metadata"]["generation"] == 2 and put["spec"] == isvc_body()["spec"]
+    assert put["metadata"]["finalizers"] == ["inferenceservice.finalizers"]  # KServe's finalizer survives the PUT
+    assert put["metadata"]["annotations"]["team"] == "fraud"  # so do others' annotations
+    applied = launcher.read_applied(ref_file(tmp_path))
+    assert seen[1] == applied  # the first poll after the PUT already finds the full record
+    assert (applied.action, applied.generation, applied.generation_before) == ("updated", 2, 1)
+    assert applied.previous == {"spec": before["spec"], "labels": before["metadata"]["labels"],
+                                "annotations": before["metadata"]["annotations"]}
+    assert applied.observed_before == 1 and applied.ref.uid == before["metadata"]["uid"]
+    # Ready was True all along (revision 1); success waited for the status of OUR change.
+    assert final["status"]["observedGeneration"] == 2 and server.count("get") == 1 + 3
+
+
+def test_the_previous_revisions_ready_is_not_a_success():
+    since = launcher.Applied(KSERVE_INFERENCE_SERVICE.ref("ml", "taxi"), "updated", generation=5, generation_before=4,
+                             observed_before=3)
+    stale = {"status": {**isvc_status("ready"), "observedGeneration": 3}}
+    fresh = {"status": {**isvc_status("ready"), "observedGeneration": 4}}  # the child's generation: not 5, and fine
+    outcome, message = KSERVE_INFERENCE_SERVICE.decide(stale, since)
+    assert outcome is None and "observedGeneration still 3" in message
+    assert KSERVE_INFERENCE_SERVICE.decide(fresh, since)[0] == launcher.SUCCEEDED
+    assert KSERVE_INFERENCE_SERVICE.decide(stale)[0] == launcher.SUCCEEDED  # a created object has no past
+    unchanged = launcher.Applied(since.ref, "updated", generation=4, generation_before=4, observed_before=3)
+    assert KSERVE_INFERENCE_SERVICE.decide(stale, unchanged)[0] == launcher.SUCCEEDED  # our PUT changed nothing
+    # A controller that follows the Kubernetes convention: observedGeneration >= the generation we wrote.
+    conventional = launcher.TerminalRule("example.com", "v1", "things", "Thing", succeeded=(("Ready", "True"),))
+    assert conventional.decide({"status": {**fresh["status"]}}, since)[0] is None
+    assert conventional.decide({"status": {**fresh["status"], "observedGeneration": 5}}, since)[0] == "succeeded"
+    with pytest.raises(SlipwayError, match="freshness 'sometimes'"):
+        launcher.TerminalRule("g", "v", "p", "K", succeeded=(), freshness="sometimes")
+
+
+def test_a_rolling_update_in_raw_deployment_mode_is_held_back_until_the_new_pods_serve():
+    assert KSERVE_INFERENCE_SERVICE.decide({"status": isvc_status("raw_rolling")}) == (
+        None, "PredictorReady=True (MinimumReplicasAvailable: Deployment has minimum availability.): still rolling out")
+    assert KSERVE_INFERENCE_SERVICE.decide({"status": isvc_status("raw_ready")})[0] == launcher.SUCCEEDED
+
+
+def test_a_named_canary_must_be_ready_itself():
+    import dataclasses
+
+    rule = dataclasses.replace(KSERVE_INFERENCE_SERVICE, freshness="none",
+                               required=(StatusMatch("canaryStatuses[name=v8].ready", (True,)),))
+    assert rule.decide({"status": isvc_status("raw_canary")})[0] == launcher.SUCCEEDED
+    other = dataclasses.replace(rule, required=(StatusMatch("canaryStatuses[name=v9].ready", (True,)),))
+    assert other.decide({"status": isvc_status("raw_canary")}) == (
+        None, "waiting for status.canaryStatuses[name=v9].ready to be True")
+    assert launcher.status_value(isvc_status("raw_canary"), "canaryStatuses[name=v8].trafficPercent") == 10
+    assert launcher.status_value(isvc_status("ready"), "components.predictor.traffic[percent=100].revisionName") \
+        == "taxi-predictor-00001"
+    assert launcher.status_value({}, "modelStatus.states.targetModelState") is None
+
+
+def test_a_hand_made_object_is_refused_and_left_alone(tmp_path, poll):
+    kserve = FakeKServe()
+    server = FakeApiServer(controller=kserve)
+    server.store(isvc_body(managed=False), status=isvc_status("ready"))
+    with pytest.raises(SlipwayError) as caught:
+        run_isvc(server, tmp_path, poll)
+    assert str(caught.value) == ("InferenceService ml/taxi exists but is not managed by slipway (label "
+                                 "app.kubernetes.io/managed-by=None); refusing to change it")
+    assert server.count("replace") == 0 and server.count("delete") == 0
+
+
+def test_a_conflicting_write_is_reread_and_retried(tmp_path, poll):
+    kserve = FakeKServe()
+    server = FakeApiServer(controller=kserve)
+    live_isvc(server, kserve)
+
+    def controller_writes_status_first(body):  # KServe updates status between our GET and our PUT, once
+        if server.count("replace") == 1:
+            server.set_status(("ml", "taxi"), {**isvc_status("ready"), "observedGeneration": 1,
+                                               "servingRuntimeName": "changed"})
+
+    server.before_replace = controller_writes_status_first
+    run_isvc(server, tmp_path, poll)
+    assert server.count("replace") == 2 and len(server.writes) == 2  # one 409, then one write
+    assert launcher.read_applied(ref_file(tmp_path)).generation == 2
+
+
+def test_endless_conflicts_give_up_with_one_line(tmp_path, poll):
+    kserve = FakeKServe()
+    server = FakeApiServer(controller=kserve)
+    live_isvc(server, kserve)
+    server.errors["replace"] = [api_error(409, "Conflict", "the object has been modified")] * 10
+    with pytest.raises(SlipwayError, match=r"^InferenceService ml/taxi: other writers kept changing it; gave up "
+                                           r"after 5 conflicting writes \(HTTP 409\)$"):
+        run_isvc(server, tmp_path, poll)
+    assert server.count("replace") == 5
+
+
+def test_an_admission_refusal_is_one_line_and_changes_nothing(tmp_path, poll):
+    kserve = FakeKServe()
+    server = FakeApiServer(controller=kserve)
+    live_isvc(server, kserve)
+    server.errors["replace"] = [api_error(400, "Bad Request", 'admission webhook "inferenceservice.kserve-webhook-'
+                                          'server.validator" denied the request: update rejected: deploymentMode '
+                                          "cannot be changed from 'Knative' to 'Standard'")]
+    with pytest.raises(SlipwayError, match=r"^InferenceService ml/taxi: update refused: HTTP 400 Bad Request: "
+                                           r"admission webhook .* cannot be changed from 'Knative' to 'Standard'$"):
+        run_isvc(server, tmp_path, poll)
+    assert len(server.writes) == 1
+
+
+def test_a_restarted_launcher_reattaches_without_writing_again(tmp_path, clock):
+    kserve = FakeKServe(lag=3)
+    server = FakeApiServer(controller=kserve)
+    live_isvc(server, kserve)
+
+    def die(seconds):
+        raise PodKilled()
+
+    with pytest.raises(PodKilled):
+        run_isvc(server, tmp_path, Poll(sleep=die, clock=clock))
+    assert server.count("replace") == 1
+    final = run_isvc(server, tmp_path, Poll(sleep=clock.sleep, clock=clock))  # the pod's next incarnation
+    assert server.count("replace") == 1 and server.count("create") == 0
+    assert final["status"]["observedGeneration"] == 2
+    assert launcher.read_applied(ref_file(tmp_path)).previous["labels"]["slipway.dev/model-version"] == "7"
+
+
+def test_a_restart_after_a_kill_mid_put_keeps_the_true_previous_spec(tmp_path, clock):
+    kserve = FakeKServe(outcome="revision_missing")
+    server = FakeApiServer(controller=kserve)
+    before = live_isvc(server, kserve)
+    real_replace = server.replace
+
+    def replace_then_die(body):  # the PUT lands, the pod dies before the reference file says so
+        server.replace = real_replace
+        real_replace(body)
+        raise PodKilled()
+
+    server.replace = replace_then_die
+    with pytest.raises(PodKilled):
+        run_isvc(server, tmp_path, Poll(sleep=clock.sleep, clock=clock))
+    assert launcher.read_applied(ref_file(tmp_path)).action == "updating"
+    with pytest.raises(SlipwayError, match="rolled back to the previous spec$"):
+        run_isvc(server, tmp_path, Poll(sleep=clock.sleep, clock=clock), timeout_s=120)
+    live = server.objects[("ml", "taxi")]
+    assert live["spec"] == before["spec"]  # version 7 again, not our own version 8 taken for "previous"
+    assert live["metadata"]["labels"] == before["metadata"]["labels"]
+
+
+def test_a_restart_after_someone_else_changed_the_object_applies_again(tmp_path, clock):
+    kserve = FakeKServe(lag=5)
+    server = FakeApiServer(controller=kserve)
+    live_isvc(server, kserve)
+
+    def die(seconds):
+        raise PodKilled()
+
+    with pytest.raises(PodKilled):
+        run_isvc(server, tmp_path, Poll(sleep=die, clock=clock))
+    theirs = copy.deepcopy(server.objects[("ml", "taxi")])
+    theirs["spec"]["predictor"]["minReplicas"] = 2  # a person scales it up meanwhile
+    server.replace(theirs)
+    run_isvc(server, tmp_path, Poll(sleep=clock.sleep, clock=clock))
+    assert server.count("replace") == 3  # ours, theirs, ours again
+    applied = launcher.read_applied(ref_file(tmp_path))
+    assert applied.previous["spec"]["predictor"]["minReplicas"] == 2 and applied.generation == 4
+
+
+def test_a_spec_changed_and_changed_back_is_still_ours(tmp_path, clock):
+    kserve = FakeKServe(lag=5)
+    server = FakeApiServer(controller=kserve)
+    live_isvc(server, kserve)
+    with pytest.raises(PodKilled):
+        run_isvc(server, tmp_path, Poll(sleep=lambda s: (_ for _ in ()).throw(PodKilled()), clock=clock))
+    ours = copy.deepcopy(server.objects[("ml", "taxi")])
+    for replicas in (3, None):  # someone edits and reverts: generation 3, then 4, spec as we wrote it
+        edited = copy.deepcopy(server.objects[("ml", "taxi")])
+        edited["spec"] = copy.deepcopy(ours["spec"])
+        if replicas:
+            edited["spec"]["predictor"]["minReplicas"] = replicas
+        server.replace(edited)
+    assert server.objects[("ml", "taxi")]["metadata"]["generation"] == 4
+    run_isvc(server, tmp_path, Poll(sleep=clock.sleep, clock=clock))
+    assert server.count("replace") == 3  # re-attached: no write of ours after the restart
+
+
+def test_failed_to_load_fails_at_once_with_the_reason_and_rolls_back(tmp_path, poll, clock):
+    log_text = "Downloading s3://models/taxi\nRuntimeError: Failed to fetch model. No model found in s3://models/taxi.\n"
+    kserve = FakeKServe(outcome="failed_to_load")
+    server = FakeApiServer(controller=kserve, log_text=log_text)
+    before = live_isvc(server, kserve)
+    start = clock.now
+    with pytest.raises(SlipwayError) as caught:
+        run_isvc(server, tmp_path, poll)
+    assert str(caught.value) == (
+        "InferenceService ml/taxi failed: RuntimeError: Failed to fetch model. No model found in s3://models/taxi. "
+        "(ModelLoadFailed); last lines of the predictor log: Downloading s3://models/taxi | RuntimeError: Failed to "
+        "fetch model. No model found in s3://models/taxi.; rolled back to the previous spec")
+    assert clock.now - start < 60  # at once, not after the timeout
+    assert server.log_requests == [({"serving.kserve.io/inferenceservice": "taxi", "component": "predictor"}, 20)]
+    live = server.objects[("ml", "taxi")]
+    assert live["spec"] == before["spec"] and live["metadata"]["annotations"] == before["metadata"]["annotations"]
+    assert server.count("delete") == 0
+    assert launcher.read_applied(ref_file(tmp_path)).action == "reverted"
+
+
+def test_an_old_failure_record_does_not_fail_a_new_deploy(tmp_path, poll):
+    kserve = FakeKServe()
+    server = FakeApiServer(controller=kserve)
+    old_failure = isvc_status("failed_to_load")["modelStatus"]["lastFailureInfo"]
+    settled = {**isvc_status("ready"), "modelStatus": {**isvc_status("ready")["modelStatus"],
+                                                       "lastFailureInfo": old_failure}}
+    stored = server.store(isvc_body("7"), status=settled)
+    kserve.adopt(stored)
+    kserve.outcome = "ready"
+    real = isvc_status
+
+    def ready_with_old_record(name):  # KServe never clears lastFailureInfo
+        status = real(name)
+        status["modelStatus"]["lastFailureInfo"] = old_failure
+        return status
+
+    with mock.patch(f"{__name__}.isvc_status", ready_with_old_record):
+        final = run_isvc(server, tmp_path, poll)
+    assert final["metadata"]["generation"] == 2
+    assert launcher.read_applied(ref_file(tmp_path)).failure_before == old_failure
+
+
+def test_timeout_rolls_an_update_back_and_names_the_last_condition(tmp_path, poll, clock):
+    kserve = FakeKServe(outcome="revision_missing")
+    server = FakeApiServer(controller=kserve, log_text="2026-07-10 11:02:01 Running the TF Serving model server\n")
+    before = live_isvc(server, kserve)
+    with pytest.raises(SlipwayError) as caught:
+        run_isvc(server, tmp_path, poll, timeout_s=600, delete_policy="always")
+    assert str(caught.value) == (
+        'InferenceService ml/taxi not Ready within 600 s; last condition: PredictorReady=False (RevisionMissing: '
+        'Configuration "taxi-predictor" does not have any ready Revision.); last lines of the predictor log: '
+        "2026-07-10 11:02:01 Running the TF Serving model server; rolled back to the previous spec")
+    live = server.objects[("ml", "taxi")]
+    assert live["spec"] == before["spec"] and live["metadata"]["labels"] == before["metadata"]["labels"]
+    assert live["metadata"]["generation"] == 3 and server.count("delete") == 0  # never deleted: a live endpoint
+
+
+def test_timeout_while_the_status_is_stale_says_so(tmp_path, poll):
+    kserve = FakeKServe(lag=10_000)
+    server = FakeApiServer(controller=kserve)
+    live_isvc(server, kserve)
+    with pytest.raises(SlipwayError, match=r"; last condition: Ready=True, but status.observedGeneration still "
+                                           r"1: the controller has not acted on our change \(generation 2\) yet; "):
+        run_isvc(server, tmp_path, poll, timeout_s=100)
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("always", False), ("on_success", False), ("never", True)])
+def test_timeout_deletes_a_created_object_per_policy(tmp_path, poll, policy, kept):
+    server = FakeApiServer(controller=FakeKServe(outcome="pending"))
+    with pytest.raises(SlipwayError) as caught:
+        run_isvc(server, tmp_path, poll, timeout_s=60, delete_policy=policy)
+    assert (("ml", "taxi") in server.objects) is kept
+    assert str(caught.value).endswith("; kept the InferenceService this step created (delete_policy never)" if kept
+                                      else "; deleted the InferenceService this step created")
+    assert "last condition: PredictorReady=Unknown (RevisionMissing: Configuration" in str(caught.value)
+
+
+def test_sigterm_rolls_an_update_back_and_restores_the_handler(tmp_path):
+    kserve = FakeKServe(outcome="pending", lag=0)
+    server = FakeApiServer(controller=kserve)
+    before = live_isvc(server, kserve)
+    previous_handler = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with pytest.raises(launcher.Interrupted, match=r"^InferenceService ml/taxi: SIGTERM received while waiting; "
+                                                       r"rolled back to the previous spec$"):
+            run_isvc(server, tmp_path, Poll(initial_s=0.01, factor=1.0, max_s=0.01), timeout_s=30)
+    finally:
+        timer.cancel()
+    assert server.objects[("ml", "taxi")]["spec"] == before["spec"]
+    assert signal.getsignal(signal.SIGTERM) is previous_handler
+
+
+def test_revert_after_a_successful_wait(tmp_path, poll):
+    kserve = FakeKServe()
+    server = FakeApiServer(controller=kserve)
+    before = live_isvc(server, kserve)
+    run_isvc(server, tmp_path, poll)
+    assert launcher.revert(server, ref_file(tmp_path), poll=poll) == "rolled back to the previous spec"
+    live = server.objects[("ml", "taxi")]
+    assert live["spec"] == before["spec"]
+    assert live["metadata"]["labels"] == before["metadata"]["labels"]
+    assert live["metadata"]["finalizers"] == ["inferenceservice.finalizers"]
+    assert launcher.revert(server, ref_file(tmp_path), poll=poll) == "already rolled back"
+    assert server.count("delete") == 0
+
+
+@pytest.mark.parametrize(("policy", "expected"), [
+    ("always", "deleted the InferenceService this step created"),
+    ("never", "kept the InferenceService this step created (delete_policy never)"),
+])
+def test_revert_of_a_created_object_deletes_it_per_policy(tmp_path, poll, policy, expected):
+    server = FakeApiServer(controller=FakeKServe())
+    run_isvc(server, tmp_path, poll)
+    assert launcher.revert(server, ref_file(tmp_path), poll=poll, delete_policy=policy) == expected
+    assert (("ml", "taxi") in server.objects) is (policy == "never")
+    with pytest.raises(SlipwayError, match="no reference file at .*: nothing to revert"):
+        launcher.revert(server, tmp_path / "absent.json")
+
+
+def test_modify_retries_a_conflict_and_bumps_the_generation(tmp_path, poll):
+    kserve = FakeKServe()
+    server = FakeApiServer(controller=kserve)
+    stored = live_isvc(server, kserve)
+    server.errors["replace"] = [api_error(409, "Conflict", "the object has been modified")]
+
+    def zero(obj):
+        obj["spec"]["predictor"]["canaryTrafficPercent"] = 0
+
+    ref = KSERVE_INFERENCE_SERVICE.ref("ml", "taxi", stored["metadata"]["uid"])
+    result = launcher.modify(server, ref, zero, poll=poll)
+    assert result["spec"]["predictor"]["canaryTrafficPercent"] == 0 and result["metadata"]["generation"] == 2
+    assert server.count("replace") == 2
+    with pytest.raises(SlipwayError, match="was replaced by another object"):
+        launcher.modify(server, KSERVE_INFERENCE_SERVICE.ref("ml", "taxi", "another-uid"), zero, poll=poll)
+
+
+def test_update_mode_arguments(tmp_path, poll):
+    server = FakeApiServer()
+    with pytest.raises(SlipwayError, match="on_exists 'replace' is not one of attach, update"):
+        launcher.run(isvc_body(), server, KSERVE_INFERENCE_SERVICE, ref_file(tmp_path), 60, poll=poll,
+                     on_exists="replace")
+    assert server.calls == []
+
+
+def test_testdata_statuses_are_valid_inferenceservice_status_objects():
+    from slipway.render import crd_validator
+
+    validator = crd_validator(KSERVE_CRD, "v1beta1")
+    paths = sorted(TESTDATA.glob("inferenceservice_*.json"))
+    assert len(paths) >= 8
+    for path in paths:
+        obj = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "taxi"},
+               "spec": {"predictor": {"model": {"modelFormat": {"name": "tensorflow"}}}},
+               **json.loads(path.read_text())}
+        errors = [f"{'/'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(obj)]
+        assert errors == [], path.name
+        broken = copy.deepcopy(obj)
+        broken["status"]["modelStatus"]["states"] = {"targetModelState": "Exploded"}  # the validator does bite
+        assert not validator.is_valid(broken)
+        for cond in obj["status"]["conditions"]:
+            assert {"type", "status", "lastTransitionTime"} <= cond.keys()
+        assert obj["status"]["conditions"] == sorted(obj["status"]["conditions"], key=lambda c: c["type"])
+
+
+def test_crd_copies_are_the_upstream_schemas_without_descriptions():
+    import importlib.util
+
+    import yaml
+
+    spec = importlib.util.spec_from_file_location("strip_descriptions", CRDS / "strip_descriptions.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.strip({"properties": {"description": {"type": "string", "description": "x"}},
+                         "description": "y", "items": [{"description": "z", "type": "integer"}]}) == \
+        {"properties": {"description": {"type": "string"}}, "items": [{"type": "integer"}]}
+    swagger = json.loads((CRDS / "katib_v1beta1_swagger.json").read_text())
+    assert module.strip(swagger) == swagger  # nothing left to strip ...
+    assert "description" in swagger["components"]["schemas"]["v1beta1.TrialParameterSpec"]["properties"]  # a field
+    mpijob = yaml.load(MPIJOB_CRD.read_text(), Loader=yaml.CSafeLoader)
+    assert module.strip(mpijob) == mpijob
+    if UPSTREAM_CRDS.exists():  # beside the checkout (CI): the copies are exactly the upstream files, stripped
+        assert module.main([str(UPSTREAM_CRDS), "--check"]) == 0
+
+
+def test_fields_the_api_server_prunes_are_reported_and_the_write_undone(tmp_path, poll):
+    kserve = FakeKServe()
+    server = FakeApiServer(controller=kserve)
+    before = live_isvc(server, kserve)
+    server.prune = lambda obj: obj["spec"].pop("canary", None)  # a CRD from before KServe 0.20
+    body = isvc_body()
+    body["spec"]["canary"] = [{"trafficPercent": 10, "predictor": {"name": "v8"}}]
+    with pytest.raises(SlipwayError, match=r"^InferenceService ml/taxi: the API server dropped spec.canary from what "
+                                           r"we wrote \(not in its CRD schema: an older InferenceService version\?\); "
+                                           r"rolled back to the previous spec$"):
+        run_isvc(server, tmp_path, poll, body=body)
+    assert server.objects[("ml", "taxi")]["spec"] == before["spec"]
+    assert launcher.dropped_fields({"a": {"b": 1, "c": None}, "l": [{"x": 1}]}, {"a": {}, "l": [{}]}) == \
+        ["spec.a.b", "spec.l[0].x"]
+    assert launcher.dropped_fields({"cpu": "1000m"}, {"cpu": "1"}) == []  # normalised values are not drops
+
+
+def test_a_record_made_for_another_body_is_not_reattached_to(tmp_path, poll):
+    kserve = FakeKServe()
+    server = FakeApiServer(controller=kserve)
+    live_isvc(server, kserve)
+    run_isvc(server, tmp_path, poll, body=isvc_body("8"))
+    run_isvc(server, tmp_path, poll, body=isvc_body("8"))  # the same deploy again: re-attached, no write
+    assert server.count("replace") == 1
+    final = run_isvc(server, tmp_path, poll, body=isvc_body("9"))  # the next version with the same reference file
+    assert server.count("replace") == 2
+    assert final["spec"]["predictor"]["annotations"]["slipway.dev/model-version"] == "9"
+    assert launcher.read_applied(ref_file(tmp_path)).previous["labels"]["slipway.dev/model-version"] == "8"
