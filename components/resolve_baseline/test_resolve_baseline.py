@@ -1,0 +1,66 @@
+"""resolve_baseline on a real MLMD store: first run, latest blessed, explicit path, none, bad path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slipway.components.resolve_baseline.executor import resolve
+from slipway.core import lineage
+from slipway.core.errors import SlipwayError
+
+
+def _bless(store, run_id: str, model: Path, blessed: bool = True, pipeline: str = "demo") -> None:
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "saved_model.pb").write_bytes(b"")
+    store.record_step(lineage.StepRecord(
+        "evaluate", run_id, pipeline, "COMPLETE", 1.0, 2.0, {},
+        [lineage.ArtifactRecord("model", "Model", str(model))],
+        [lineage.ArtifactRecord("blessing", "ModelBlessing", f"/b/{run_id}", {"blessed": blessed})]))
+
+
+@pytest.fixture
+def store_uri(tmp_path: Path) -> str:
+    return lineage.sqlite_uri(tmp_path / "metadata.sqlite")
+
+
+def test_first_run_has_no_baseline_and_says_the_change_thresholds_are_skipped(store_uri: str):
+    found = resolve("auto", "demo", store_uri)
+    assert found.uri == ""
+    assert "no blessed model of pipeline demo" in found.reason and "skipped" in found.reason
+
+
+def test_auto_finds_the_latest_blessed_model_of_the_same_pipeline_only(store_uri: str, tmp_path: Path):
+    store = lineage.open_store(store_uri)
+    _bless(store, "r1", tmp_path / "m1")
+    _bless(store, "r2", tmp_path / "m2")
+    _bless(store, "r3", tmp_path / "m3", blessed=False)
+    _bless(store, "r4", tmp_path / "other", pipeline="another-pipeline")
+    found = resolve("auto", "demo", store_uri)
+    assert found.uri == str(tmp_path / "m2")
+    assert found.reason == f"latest blessed model of pipeline demo: {tmp_path / 'm2'}"
+
+
+def test_the_store_comes_from_the_environment_when_not_given(store_uri: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    _bless(lineage.open_store(store_uri), "r1", tmp_path / "m1")
+    monkeypatch.setenv(lineage.ENV_STORE, store_uri)
+    assert resolve("auto", "demo").uri == str(tmp_path / "m1")
+    monkeypatch.setenv(lineage.ENV_STORE, "none")
+    assert resolve("auto", "demo").uri == ""
+
+
+def test_explicit_path_wins_and_none_means_none(store_uri: str, tmp_path: Path):
+    store = lineage.open_store(store_uri)
+    _bless(store, "r1", tmp_path / "m1")
+    chosen = tmp_path / "chosen"
+    chosen.mkdir()
+    (chosen / "saved_model.pb").write_bytes(b"")
+    assert resolve(str(chosen), "demo", store_uri).uri == str(chosen)
+    assert resolve("none", "demo", store_uri).uri == ""
+
+
+def test_a_path_that_is_not_a_saved_model_is_one_clear_line(store_uri: str, tmp_path: Path):
+    with pytest.raises(SlipwayError, match=r"baseline_model .*/nowhere: not a SavedModel folder"):
+        resolve(str(tmp_path / "nowhere"), "demo", store_uri)
