@@ -1,0 +1,1 @@
+"""The deploy component: push a blessed model in TF Serving's layout and serve it (locally or with KServe)."""

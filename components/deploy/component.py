@@ -1,0 +1,58 @@
+"""KFP interface of deploy: a thin lightweight component; the work is in executor.py."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, Dataset, Input, Model, Output
+
+from slipway.core.images import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def deploy(
+    model: Input[Model],
+    blessing: Input[Artifact],
+    examples: Input[Dataset],
+    deployment: Output[Artifact],
+    model_name: str,
+    model_base: str,
+    backend: str = "local",
+    cluster: str = "{}",
+    keep_serving: bool = False,
+    port: int = 0,
+    smoke_rows: int = 5,
+) -> NamedTuple("Outputs", endpoint=str, model_version=int, status=str):
+    """Push a blessed model as a new TF Serving version and serve it; a model that is not blessed is not deployed.
+
+    Args:
+        model: The trained serving SavedModel.
+        blessing: evaluate's blessing (BLESSED or NOT_BLESSED); not blessed means nothing is deployed and the step
+            still succeeds (status not_blessed, with the reason).
+        examples: Examples whose eval split feeds the smoke request.
+        deployment: Output: deployment.json (status, endpoint, model version, reason).
+        model_name: The served model's name (URL path /v1/models/NAME; the InferenceService name on a cluster).
+        model_base: Where versions are pushed: a folder, s3://bucket/path (MinIO/S3) or pvc://claim/path; the model
+            lands in MODEL_BASE/VERSION/saved_model.pb with the next free numeric version.
+        backend: "local" (KServe's model server on loopback), "kubernetes" (a KServe InferenceService) or "push"
+            (push only).
+        cluster: JSON settings for backend kubernetes: namespace, service_account (holding the S3 credentials),
+            deployment_mode (Serverless or RawDeployment), canary_traffic_percent, min_replicas, max_replicas, cpu,
+            memory, gpus, timeout_s (see the component README).
+        keep_serving: Local backend: leave the server running after the step (stop it with `slipway serve --stop`
+            or by its pid in deployment.json).
+        port: Local backend: port on 127.0.0.1 (0 picks a free one).
+        smoke_rows: How many eval rows the smoke request sends (its answers must match the model's own).
+    """
+    from slipway.components.deploy import executor
+    from slipway.core.step import Step
+
+    params = {"model_name": model_name, "model_base": model_base, "backend": backend, "cluster": cluster,
+              "keep_serving": keep_serving, "port": port, "smoke_rows": smoke_rows}
+    with Step("deploy", params) as step:
+        step.input("model", "Model", model)
+        step.input("blessing", "ModelBlessing", blessing)
+        record = executor.run(model.path, blessing.path, examples.path, deployment.path, model_name, model_base,
+                              backend=backend, cluster=cluster, keep_serving=keep_serving, port=port,
+                              smoke_rows=smoke_rows, run_id=step.run_id)
+        step.output("deployment", "Deployment", deployment, record)
+    return (record.get("endpoint") or "", int(record.get("model_version") or 0), record["status"])

@@ -1,0 +1,145 @@
+"""Deploy: push a blessed model in TF Serving's layout and serve it; plain Python, no kfp.
+
+TFX Pusher semantics: a model that is not blessed is not deployed, and that is not an error (the step succeeds and
+says why in deployment.json). A blessed model is pushed to `<model base>/<version>/` (a new numeric version, never
+overwriting one), then, by backend:
+  push        nothing more (a TF Serving or KServe already watching the base picks it up)
+  local       KServe's Python model server on loopback for the base (started, or an already running one picks up
+              the new version), a smoke request, stopped again unless keep_serving
+  kubernetes  a KServe InferenceService created or updated through the shared launcher, Ready, a smoke request
+A failed smoke request rolls back (the version is moved out of the base; on a cluster the previous revision is
+restored) and fails the step with the response's first line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
+from slipway.core.artifacts import sha256_tree, staged_output, write_json
+from slipway.core.errors import SlipwayError
+from slipway.serving import layout
+
+BACKENDS = ("local", "kubernetes", "push")
+DEPLOYMENT_FILE = "deployment.json"
+NOT_BLESSED = "not_blessed"
+PUSHED = "pushed"
+_MODEL_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def check_model_name(name: str) -> str:
+    """A name both TF Serving and KServe accept: a DNS-1123 label starting with a letter."""
+    if not name or len(name) > 63 or not _MODEL_NAME.match(name):
+        raise SlipwayError(f"model_name {name!r}: use lower-case letters, digits and '-', starting with a letter "
+                           "(at most 63 characters): it becomes the URL path and the InferenceService name")
+    return name
+
+
+def read_blessing(blessing_dir: str) -> tuple[bool, str]:
+    """(blessed, message) from evaluate's blessing folder (BLESSED or NOT_BLESSED marker + blessing.json)."""
+    folder = Path(blessing_dir)
+    blessed, not_blessed = (folder / "BLESSED").exists(), (folder / "NOT_BLESSED").exists()
+    if blessed == not_blessed:
+        raise SlipwayError(f"blessing {blessing_dir}: expected exactly one of BLESSED or NOT_BLESSED "
+                           "(not written by evaluate?)")
+    message = ""
+    if (folder / "blessing.json").exists():
+        message = str(json.loads((folder / "blessing.json").read_text(encoding="utf-8")).get("message") or "")
+    return blessed, message
+
+
+def run(
+    model_dir: str,
+    blessing_dir: str,
+    examples_dir: str,
+    deployment_dir: str,
+    model_name: str,
+    model_base: str,
+    backend: str = "local",
+    cluster: str | dict = "{}",
+    keep_serving: bool = False,
+    port: int = 0,
+    smoke_rows: int = 5,
+    run_id: str = "",
+) -> dict:
+    """Deploy model_dir when blessing_dir says BLESSED; write deployment_dir/deployment.json; return that record."""
+    check_model_name(model_name)
+    if backend not in BACKENDS:
+        raise SlipwayError(f"backend {backend!r}: expected one of {', '.join(BACKENDS)}")
+    if not model_base:
+        raise SlipwayError("model_base is empty: give the folder, s3:// URI or pvc:// path models are pushed to")
+    if smoke_rows < 1:
+        raise SlipwayError(f"smoke_rows {smoke_rows}: must be at least 1")
+    settings = _cluster_settings(backend, cluster)
+    started = time.monotonic()
+    blessed, message = read_blessing(blessing_dir)
+    with staged_output(deployment_dir) as stage:
+        if not blessed:
+            record = {"status": NOT_BLESSED, "reason": f"not deployed: the model is not blessed ({message})",
+                      "model_name": model_name, "model_base": model_base}
+            print(f"deploy: {record['reason']}", flush=True)
+        else:
+            record = _deploy(model_dir, examples_dir, model_name, model_base, backend, settings, keep_serving, port,
+                             smoke_rows, run_id, str(Path(deployment_dir).parent))
+        record.update(backend=backend, seconds=round(time.monotonic() - started, 3))
+        write_json(stage / DEPLOYMENT_FILE, record)
+    return record
+
+
+def _cluster_settings(backend: str, cluster: str | dict):
+    """Parsed before anything is pushed, so a bad setting costs nothing."""
+    if backend != "kubernetes":
+        return None
+    from slipway.components.deploy import inference_service
+
+    return inference_service.parse_settings(cluster)
+
+
+def _deploy(model_dir: str, examples_dir: str, name: str, base: str, backend: str, settings, keep_serving: bool,
+            port: int, smoke_rows: int, run_id: str, work_dir: str) -> dict:
+    push_base = _local_base(base, backend, settings)
+    pushed = layout.push(model_dir, push_base, sha256_tree(model_dir), note={"run_id": run_id, "model_name": name})
+    verb = "pushed" if pushed.created else "already pushed (same model)"
+    print(f"deploy: {verb} version {pushed.version} to {pushed.uri}", flush=True)
+    record = {"status": PUSHED, "model_name": name, "model_base": base, "model_version": pushed.version,
+              "version_uri": pushed.uri, "endpoint": ""}
+    if backend == "push":
+        record["reason"] = f"pushed version {pushed.version}; serving is left to whatever watches {base}"
+        return record
+    try:
+        return {**record, **_serve(name, base, push_base, pushed.version, model_dir, examples_dir, backend,
+                                   settings, keep_serving, port, smoke_rows, run_id, work_dir)}
+    except BaseException:
+        # A version in the base is one that served well (or is serving): a failed deploy takes its version out,
+        # so no server picks it up later. (The smoke-request rollbacks have moved it already.)
+        if pushed.created and pushed.version in layout.versions(push_base):
+            layout.retire(push_base, pushed.version, "deploy failed before the version was served")
+        raise
+
+
+def _serve(name: str, base: str, push_base: str, version: int, model_dir: str, examples_dir: str, backend: str,
+           settings, keep_serving: bool, port: int, smoke_rows: int, run_id: str, work_dir: str) -> dict:
+    from slipway.components.deploy import smoke
+
+    examples = smoke.eval_examples(examples_dir, smoke_rows)
+    if backend == "local":
+        from slipway.components.deploy import local
+
+        return local.deploy(name, push_base, version, model_dir, examples, port, keep_serving)
+    from slipway.components.deploy import cluster
+
+    return cluster.deploy(name, base, push_base, version, model_dir, examples, settings, run_id, work_dir)
+
+
+def _local_base(base: str, backend: str, settings) -> str:
+    """Where this process writes the base: pvc://claim/path is the claim's mount path in this pod."""
+    if not base.startswith("pvc://"):
+        return base
+    if backend != "kubernetes":
+        raise SlipwayError(f"model_base {base}: pvc:// needs backend kubernetes (locally give the folder itself)")
+    from slipway.components.deploy import inference_service
+
+    return inference_service.pvc_local_path(base, settings)
