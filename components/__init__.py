@@ -1,6 +1,7 @@
 """Slipway's KFP components, for composing your own pipelines:
 
-    from slipway.components import IngestOp, ValidateOp, TransformOp, TuneOp, TrainOp, EvaluateOp
+    from slipway.components import IngestOp, ValidateOp, TransformOp, TuneOp, TrainOp, ResolveBaselineOp, EvaluateOp,
+        DeployOp
 
 Each is a lightweight KFP component on the Slipway runtime image; the same components are compiled to
 components/<name>/component.yaml for kfp.components.load_component_from_file. (The names carry an Op suffix,
@@ -18,6 +19,8 @@ _EXPORTS = {
     "TrainOp": ("train", "train"),
     "EvaluateOp": ("evaluate", "evaluate"),
     "TuneOp": ("tune", "tune"),
+    "ResolveBaselineOp": ("resolve_baseline", "resolve_baseline"),
+    "DeployOp": ("deploy", "deploy"),
 }
 
 __all__ = list(_EXPORTS)

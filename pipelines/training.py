@@ -1,13 +1,23 @@
-"""Training pipelines: ingest -> validate -> transform -> train -> evaluate.
+"""Training pipelines: ingest -> validate -> transform -> [tune] -> train -> evaluate -> deploy, with the baseline
+for evaluate's change thresholds resolved inside the pipeline (resolve_baseline).
 
-Gates live inside components (validate fails on anomalies, evaluate writes a blessing), so the pipelines have
-no dsl.If and run unchanged under kfp.local and on a Kubeflow cluster. Both pipelines below are the same five
-steps (compose); they differ in the data they expect and their defaults.
+Gates live inside components (validate fails on anomalies, evaluate writes a blessing, deploy serves only a
+blessed model), so the pipelines have no dsl.If and run unchanged under kfp.local and on a Kubeflow cluster.
+The pipelines below are the same steps (compose); they differ in the data they expect and their defaults.
 """
 
 from kfp import dsl
 
-from slipway.components import EvaluateOp, IngestOp, TrainOp, TransformOp, TuneOp, ValidateOp
+from slipway.components import (
+    DeployOp,
+    EvaluateOp,
+    IngestOp,
+    ResolveBaselineOp,
+    TrainOp,
+    TransformOp,
+    TuneOp,
+    ValidateOp,
+)
 
 TABULAR = "slipway-tabular"
 TABULAR_TUNED = "slipway-tabular-tuned"
@@ -15,6 +25,8 @@ IMAGES = "slipway-images"
 
 
 def compose(
+    *,
+    pipeline_name: str,
     data: str,
     label: str,
     module_file: str,
@@ -31,10 +43,17 @@ def compose(
     checkpoint_dir: str,
     eval_settings: str,
     baseline_model: str,
+    lineage_store: str,
+    model_name: str,
+    model_base: str,
+    deploy_backend: str,
+    deploy_cluster: str,
+    keep_serving: bool,
+    serving_port: int,
     search_spec=None,
     trial_hyperparameters=None,
 ) -> None:
-    """The five steps; with a search_spec, a tune step between transform and train feeds the best parameters."""
+    """The steps; with a search_spec, a tune step between transform and train feeds the best parameters."""
     ingest_task = IngestOp(
         data=data, label=label, key=key, splits=splits, data_format=data_format, image_size=image_size
     )
@@ -68,16 +87,32 @@ def compose(
         workers=workers,
         checkpoint_dir=checkpoint_dir,
     )
-    EvaluateOp(
+    # The lineage store changes with every run: never answer this from KFP's cache.
+    baseline_task = ResolveBaselineOp(
+        pipeline_name=pipeline_name, baseline_model=baseline_model, lineage_store=lineage_store
+    ).set_caching_options(False)
+    baseline_task.after(train_task)  # resolved as late as possible: a run that finished meanwhile counts
+    evaluate_task = EvaluateOp(
         model=train_task.outputs["model"],
         examples=ingest_task.outputs["examples"],
         module_file=module_file,
         settings=eval_settings,
-        baseline_model=baseline_model,
+        baseline_model=baseline_task.outputs["baseline_model"],
     )
+    DeployOp(
+        model=train_task.outputs["model"],
+        blessing=evaluate_task.outputs["blessing"],
+        examples=ingest_task.outputs["examples"],
+        model_name=model_name,
+        model_base=model_base,
+        backend=deploy_backend,
+        cluster=deploy_cluster,
+        keep_serving=keep_serving,
+        port=serving_port,
+    ).set_caching_options(False)  # a deployment is a side effect, never a cached result
 
 
-@dsl.pipeline(name=TABULAR, description="CSV/Parquet to a blessed TensorFlow serving model, with lineage.")
+@dsl.pipeline(name=TABULAR, description="CSV/Parquet to a blessed TensorFlow model served by KServe, with lineage.")
 def tabular_pipeline(
     data: str,
     label: str,
@@ -92,10 +127,16 @@ def tabular_pipeline(
     workers: int = 1,
     checkpoint_dir: str = "",
     eval_settings: str = "",
-    baseline_model: str = "",
+    baseline_model: str = "auto",
+    lineage_store: str = "",
+    model_name: str = "tabular-model",
+    model_base: str = "",
+    deploy_backend: str = "local",
+    deploy_cluster: str = "{}",
+    keep_serving: bool = False,
+    serving_port: int = 0,
 ):
-    compose(data, label, module_file, key, splits, "auto", "", schema_file, allow_anomalies, skew_thresholds,
-            drift_thresholds, hyperparameters, workers, checkpoint_dir, eval_settings, baseline_model)
+    compose(pipeline_name=TABULAR, data_format="auto", image_size="", **locals())  # every parameter, by name
 
 
 @dsl.pipeline(
@@ -118,16 +159,21 @@ def tuned_tabular_pipeline(
     workers: int = 1,
     checkpoint_dir: str = "",
     eval_settings: str = "",
-    baseline_model: str = "",
+    baseline_model: str = "auto",
+    lineage_store: str = "",
+    model_name: str = "tabular-model",
+    model_base: str = "",
+    deploy_backend: str = "local",
+    deploy_cluster: str = "{}",
+    keep_serving: bool = False,
+    serving_port: int = 0,
 ):
-    compose(data, label, module_file, key, splits, "auto", "", schema_file, allow_anomalies, skew_thresholds,
-            drift_thresholds, hyperparameters, workers, checkpoint_dir, eval_settings, baseline_model, search_spec,
-            trial_hyperparameters)
+    compose(pipeline_name=TABULAR_TUNED, data_format="auto", image_size="", **locals())  # every parameter, by name
 
 
 @dsl.pipeline(
     name=IMAGES,
-    description="Class-per-folder JPEG/PNG or CIFAR-10 batches to a blessed CNN, trained with Horovod ranks.",
+    description="Class-per-folder JPEG/PNG or CIFAR-10 batches to a blessed CNN trained with Horovod ranks, served.",
 )
 def image_pipeline(
     data: str,
@@ -142,7 +188,15 @@ def image_pipeline(
     workers: int = 2,
     checkpoint_dir: str = "",
     eval_settings: str = "",
-    baseline_model: str = "",
+    baseline_model: str = "auto",
+    lineage_store: str = "",
+    model_name: str = "image-model",
+    model_base: str = "",
+    deploy_backend: str = "local",
+    deploy_cluster: str = "{}",
+    keep_serving: bool = False,
+    serving_port: int = 0,
 ):
-    compose(data, label, module_file, "", splits, data_format, image_size, schema_file, allow_anomalies, "{}",
-            "{}", hyperparameters, workers, checkpoint_dir, eval_settings, baseline_model)
+    compose(pipeline_name=IMAGES, key="", skew_thresholds="{}", drift_thresholds="{}",
+            **locals())  # every parameter, by name
+

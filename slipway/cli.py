@@ -1,4 +1,4 @@
-"""`slipway` command line: run | compile | lineage | data."""
+"""`slipway` command line: run | serve | predict | compile | lineage | render | data."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
 from slipway.core.errors import SlipwayError
+
+NOT_BLESSED_EXIT = 3  # --require-blessed: the run succeeded but the model is not blessed (nothing deployed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,9 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     add_render_parser(commands)
     data_parser = commands.add_parser("data", help="fetch the sample data and print its path")
     data_parser.add_argument("name", choices=["taxi", "digits"])
+    from slipway.serving.cli import add_predict_parser, add_serve_parser, predict_command, serve_command
+
+    add_serve_parser(commands)
+    add_predict_parser(commands)
     args = parser.parse_args(argv)
     try:
-        commands_by_name = {"run": _run, "compile": _compile, "lineage": _lineage, "data": _data, "render": _render}
+        commands_by_name = {"run": _run, "compile": _compile, "lineage": _lineage, "data": _data, "render": _render,
+                            "serve": serve_command, "predict": predict_command}
         return commands_by_name[args.command](args)
     except SlipwayError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -63,8 +70,23 @@ def _add_run(commands) -> None:
                      help="JSON hyper-parameters for the tuning trials only (default: {\"epochs\": 2})")
     run.add_argument("--eval-settings", default="", help="JSON slices/thresholds (default: module eval_settings())")
     run.add_argument("--baseline", default="auto",
-                     help="baseline for change thresholds: auto (latest blessed in this workdir), none, or a path")
+                     help="baseline for change thresholds: auto (the latest blessed and served model of this "
+                          "pipeline in the lineage store, resolved by the pipeline's resolve_baseline step), none, "
+                          "or a SavedModel path")
     run.add_argument("--lineage", default="", help="lineage store URI (default: sqlite in the workdir)")
+    run.add_argument("--model-name", default="",
+                     help="served model name (default: the data file's name, e.g. taxi)")
+    run.add_argument("--model-base", default="",
+                     help="where model versions are pushed: folder, s3:// or pvc:// (default: WORKDIR/serving/NAME)")
+    run.add_argument("--deploy", choices=["local", "push", "kubernetes"], default="local",
+                     help="local: serve on 127.0.0.1 with KServe's model server and smoke-test it (default); "
+                          "push: only push the version; kubernetes: a KServe InferenceService (--deploy-cluster)")
+    run.add_argument("--deploy-cluster", default="{}", help="JSON settings for --deploy kubernetes (deploy README)")
+    run.add_argument("--port", type=int, default=0, help="local serving port on 127.0.0.1 (default: a free one)")
+    run.add_argument("--keep-serving", action="store_true",
+                     help="keep the local model server running after the run, until Ctrl-C")
+    run.add_argument("--require-blessed", action="store_true",
+                     help="exit with status 3 when the model is not blessed (nothing deployed), for CI")
 
 
 def _run(args) -> int:
@@ -79,7 +101,7 @@ def _run(args) -> int:
     if not data.exists():
         raise SlipwayError(f"data {data}: no such file or folder")
     for flag, text in (("--hparams", args.hparams), ("--skew", args.skew), ("--drift", args.drift),
-                       ("--trial-hparams", args.trial_hparams),
+                       ("--trial-hparams", args.trial_hparams), ("--deploy-cluster", args.deploy_cluster),
                        ("--eval-settings", args.eval_settings or "{}")):
         try:
             json.loads(text)
@@ -107,7 +129,9 @@ def _run(args) -> int:
         # Per-epoch checkpoints outlive a failed run, so running the same command again resumes training.
         "checkpoint_dir": str(workdir / "checkpoints" / pipeline.name),
         "eval_settings": args.eval_settings,
-        "baseline_model": _baseline(args.baseline, lineage_uri, pipeline.name),
+        "baseline_model": _baseline(args.baseline),
+        "lineage_store": lineage_uri,
+        **_deploy_arguments(args, _sample_name(args, images) or _default_model_name(data), workdir),
     }
     if images:
         arguments.update(data_format=args.data_format, image_size=args.image_size)
@@ -122,7 +146,51 @@ def _run(args) -> int:
         arguments.update(search_spec=json.dumps(load_spec(args.tune)), trial_hyperparameters=args.trial_hparams)
     summary = run_local(pipeline, arguments, workdir, lineage_uri)
     _print_summary(summary, workdir)
-    return 0 if summary["status"] == "succeeded" else 1
+    if summary["status"] != "succeeded":
+        return 1
+    if args.require_blessed and not summary["blessed"]:
+        print("error: the model is not blessed, so nothing was deployed (--require-blessed)", file=sys.stderr)
+        return NOT_BLESSED_EXIT
+    if args.keep_serving:
+        from slipway.serving.cli import serve_until_interrupted
+
+        serve_until_interrupted(summary.get("deployment") or {})
+    return 0
+
+
+def _deploy_arguments(args, default_name: str, workdir: Path) -> dict:
+    from slipway.components.deploy.executor import check_model_name
+
+    name = check_model_name(args.model_name or default_name)
+    if args.keep_serving and args.deploy != "local":
+        raise SlipwayError("--keep-serving: needs --deploy local")
+    if not 0 <= args.port <= 65535:
+        raise SlipwayError(f"--port {args.port}: expected 0 (any free port) to 65535")
+    return {
+        "model_name": name,
+        "model_base": args.model_base or str(workdir / "serving" / name),
+        "deploy_backend": args.deploy,
+        "deploy_cluster": args.deploy_cluster,
+        "keep_serving": args.keep_serving,
+        "serving_port": args.port,
+    }
+
+
+def _sample_name(args, images: bool) -> str:
+    """The samples' model names (their files are called data.csv and the like)."""
+    if args.data is not None:
+        return ""
+    return "digits" if images else "taxi"
+
+
+def _default_model_name(data: Path) -> str:
+    """The data file's (or folder's) name as a DNS-1123 label: taxi.csv -> taxi, My_Data.parquet -> my-data."""
+    import re
+
+    stem = Path(data).name.split(".")[0] or "model"
+    name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", stem.lower())).strip("-")
+    name = name if name[:1].isalpha() else f"model-{name}".rstrip("-")
+    return name[:63].rstrip("-") or "model"
 
 
 def _inputs(args, images: bool) -> tuple[Path, str, Path]:
@@ -142,13 +210,10 @@ def _inputs(args, images: bool) -> tuple[Path, str, Path]:
     return taxi.taxi_csv(), args.label or taxi.LABEL, Path(args.module) if args.module else taxi.taxi_module()
 
 
-def _baseline(choice: str, lineage_uri: str, pipeline: str) -> str:
-    if choice == "none":
-        return ""
-    if choice == "auto":
-        from slipway.core import lineage
-
-        return lineage.open_store(lineage_uri).latest_blessed_model(pipeline) or ""
+def _baseline(choice: str) -> str:
+    """auto and none go to the pipeline's resolve_baseline step as they are; a path is checked here first."""
+    if choice in ("auto", "none"):
+        return choice
     if not Path(choice, "saved_model.pb").exists():
         raise SlipwayError(f"--baseline {choice}: not a SavedModel folder (no saved_model.pb)")
     return str(Path(choice).resolve())
@@ -157,19 +222,41 @@ def _baseline(choice: str, lineage_uri: str, pipeline: str) -> str:
 def _print_summary(summary: dict, workdir: Path) -> None:
     print()
     print(f"run {summary['run_id']}: {summary['status']} in {summary['wall_seconds']:.1f} s")
+    width = max(map(len, summary["steps"]), default=10)
     for name, step in summary["steps"].items():
         seconds = f"{step['seconds']:7.1f} s" if "seconds" in step else "         "
-        print(f"  {name:<10} {step['status']:<10} {seconds}  {step.get('error', '')}")
+        print(f"  {name:<{width}} {step['status']:<10} {seconds}  {step.get('error', '')}")
     if summary["metrics"]:
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(summary["metrics"].items()) if isinstance(v, float))
         print(f"  metrics: {shown}")
     print(f"  blessed: {summary['blessed']} ({summary.get('blessing_message') or 'no evaluation'})")
+    if summary.get("baseline"):
+        print(f"  baseline: {summary['baseline']['reason']}")
     if summary.get("model"):
         print(f"  model:   {summary['model']}")
+    _print_deployment(summary.get("deployment"))
     print(f"  summary: {workdir / 'summary.json'}")
     print(f"  lineage: {summary['lineage_store']}  (slipway lineage --workdir {workdir})")
     if summary["status"] != "succeeded" and summary.get("error"):
         print(f"error: {summary['error']}", file=sys.stderr)
+
+
+def _print_deployment(deployment: dict | None) -> None:
+    if not deployment:
+        return
+    if not deployment.get("endpoint"):
+        print(f"  deploy:  {deployment.get('status')}: {deployment.get('reason', '')}")
+        return
+    state = "serving" if deployment.get("serving") else "served for the smoke request, then stopped"
+    print(f"  deploy:  {deployment['model_name']} version {deployment['model_version']} {deployment['status']} at "
+          f"{deployment['endpoint']} ({state})")
+    if deployment.get("prediction") is not None:
+        values = deployment["prediction"] if isinstance(deployment["prediction"], list) else [deployment["prediction"]]
+        shown = ", ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in values)
+        print(f"  prediction for the first eval row: [{shown}]")
+    if deployment.get("serving"):
+        print(f"  try:     curl -s {deployment['predict_url']} -d @rows.json   (or: slipway predict "
+              f"{deployment['endpoint']} rows.csv --name {deployment['model_name']})")
 
 
 def _compile(args) -> int:

@@ -9,7 +9,16 @@ from pathlib import Path
 
 from kfp import compiler
 
-from slipway.components import EvaluateOp, IngestOp, TrainOp, TransformOp, TuneOp, ValidateOp
+from slipway.components import (
+    DeployOp,
+    EvaluateOp,
+    IngestOp,
+    ResolveBaselineOp,
+    TrainOp,
+    TransformOp,
+    TuneOp,
+    ValidateOp,
+)
 from slipway.pipelines.training import image_pipeline, tabular_pipeline, tuned_tabular_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,11 +39,14 @@ def targets() -> dict[Path, object]:
         COMPONENTS_DIR / "train" / "component.yaml": TrainOp,
         COMPONENTS_DIR / "evaluate" / "component.yaml": EvaluateOp,
         COMPONENTS_DIR / "tune" / "component.yaml": TuneOp,
+        COMPONENTS_DIR / "resolve_baseline" / "component.yaml": ResolveBaselineOp,
+        COMPONENTS_DIR / "deploy" / "component.yaml": DeployOp,
         PIPELINES_DIR / "tabular_pipeline.yaml": tabular_pipeline,
         PIPELINES_DIR / "image_pipeline.yaml": image_pipeline,
         PIPELINES_DIR / "tuned_tabular_pipeline.yaml": tuned_tabular_pipeline,
         MANIFESTS_DIR / "mpijob-example.yaml": example_mpijob,
         MANIFESTS_DIR / "katib-experiment-example.yaml": example_experiment,
+        MANIFESTS_DIR / "inferenceservice-example.yaml": example_inference_service,
     }
 
 
@@ -69,8 +81,18 @@ def example_experiment() -> str:
     return "# Rendered by `slipway compile` (slipway/compile.py): an example, not applied by anything.\n" + text
 
 
+def example_inference_service() -> str:
+    """What the deploy component's kubernetes backend creates for the taxi model on MinIO (Serverless mode)."""
+    from slipway.components.deploy import inference_service
+
+    settings = inference_service.parse_settings({"namespace": "kubeflow-user", "service_account": "kserve-minio",
+                                                 "min_replicas": 1, "max_replicas": 3})
+    text = inference_service.render_yaml("taxi", "kubeflow-user", "s3://mlpipeline/serving/taxi", 1, settings)
+    return "# Rendered by `slipway compile` (slipway/compile.py): an example, not applied by anything.\n" + text
+
+
 def compile_to_text(func) -> str:
-    if func in (example_mpijob, example_experiment):
+    if func in (example_mpijob, example_experiment, example_inference_service):
         return func()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "out.yaml"

@@ -14,7 +14,7 @@ from typing import Any
 from slipway.core import lineage
 from slipway.core.artifacts import atomic_write_text
 
-STEP_ORDER = ("ingest", "validate", "transform", "tune", "train", "evaluate")
+STEP_ORDER = ("ingest", "validate", "transform", "tune", "train", "resolve_baseline", "evaluate", "deploy")
 
 
 def new_run_id(pipeline: str) -> str:
@@ -55,7 +55,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     except Exception as exc:  # kfp.local raises RuntimeError for a failed task; the step's own error is in lineage
         failure = " ".join(str(exc).split())[:500]
     wall = time.time() - started
-    tasks = list(pipeline_func.pipeline_spec.root.dag.tasks)
+    tasks = [task.replace("-", "_") for task in pipeline_func.pipeline_spec.root.dag.tasks]  # KFP dashes names
     expected = [name for name in STEP_ORDER if name in tasks] + [name for name in tasks if name not in STEP_ORDER]
     summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments, expected)
     atomic_write_text(root / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")  # steps in order
@@ -100,9 +100,18 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
         "blessing_message": evaluation.get("message"),
         "model": steps.get("train", {}).get("outputs", {}).get("model"),
         "tuning": _output_properties(recorded.get("tune"), "best_hyperparameters") or None,
+        "baseline": _baseline(recorded.get("resolve_baseline")),
+        "deployment": _output_properties(recorded.get("deploy"), "deployment") or None,
         "lineage_store": store.location,
         "arguments": arguments,
     }
+
+
+def _baseline(record) -> dict | None:
+    """What resolve_baseline chose (kept in its execution's parameters)."""
+    if record is None or record.state != "COMPLETE":
+        return None
+    return {"model": record.params.get("resolved") or None, "reason": record.params.get("reason")}
 
 
 def _output_properties(record, name: str) -> dict:

@@ -28,10 +28,11 @@ def test_check_detects_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert len(problems) == 1 and "component.yaml is stale" in problems[0]
 
 
-@pytest.mark.parametrize("name", ["ingest", "validate", "transform", "train", "evaluate"])
+@pytest.mark.parametrize("name", ["ingest", "validate", "transform", "train", "evaluate", "tune", "resolve_baseline",
+                                  "deploy"])
 def test_component_yaml_loads_and_composes(name: str):
     component = components.load_component_from_file(str(ROOT / "components" / name / "component.yaml"))
-    assert component.name == name
+    assert component.name == name.replace("_", "-")
     spec = component.component_spec
     assert spec.implementation.container.image == RUNTIME_IMAGE
     command = " ".join(spec.implementation.container.command)
@@ -39,10 +40,18 @@ def test_component_yaml_loads_and_composes(name: str):
 
 
 def test_python_imports_match_yaml_components():
-    from slipway.components import EvaluateOp, IngestOp, TrainOp, TransformOp, ValidateOp
+    from slipway.components import (
+        DeployOp,
+        EvaluateOp,
+        IngestOp,
+        ResolveBaselineOp,
+        TrainOp,
+        TransformOp,
+        ValidateOp,
+    )
 
-    assert [c.name for c in (IngestOp, ValidateOp, TransformOp, TrainOp, EvaluateOp)] == [
-        "ingest", "validate", "transform", "train", "evaluate"]
+    assert [c.name for c in (IngestOp, ValidateOp, TransformOp, TrainOp, ResolveBaselineOp, EvaluateOp, DeployOp)] == [
+        "ingest", "validate", "transform", "train", "resolve-baseline", "evaluate", "deploy"]
 
     @dsl.pipeline(name="user-pipeline")
     def user_pipeline(data: str):
@@ -70,13 +79,36 @@ def test_example_manifests_pass_the_upstream_schemas_and_admission_rules():
     experiment = yaml.safe_load((ROOT / "manifests" / "katib-experiment-example.yaml").read_text())
     assert mpijob.operator_errors(job) == []
     assert katib.admission_errors(experiment) == []
-    crd = ROOT.parent / "shared" / "crds" / "mpi-operator_kubeflow.org_mpijobs.yaml"
-    if crd.exists():  # ../shared/crds beside the checkout, as in CI
-        from slipway.render import crd_validator
+    from slipway.render import crd_validator
 
-        errors = [e.message for e in crd_validator(crd, "v2beta1").iter_errors(job)]
-        assert errors == []
+    crd = ROOT / "slipway" / "core" / "testdata" / "crds" / "mpi-operator_kubeflow.org_mpijobs.yaml"
+    errors = [e.message for e in crd_validator(crd, "v2beta1").iter_errors(job)]
+    assert errors == []
     secrets = [env for spec in job["spec"]["mpiReplicaSpecs"].values()
                for c in spec["template"]["spec"]["containers"] for env in c.get("env", [])
                if env["name"].startswith("AWS_") and "KEY" in env["name"]]
     assert secrets and all("value" not in env and "secretKeyRef" in env["valueFrom"] for env in secrets)
+    service = yaml.safe_load((ROOT / "manifests" / "inferenceservice-example.yaml").read_text())
+    crd = ROOT / "slipway" / "core" / "testdata" / "crds" / "kserve_serving.kserve.io_inferenceservices.yaml.gz"
+    assert [e.message for e in crd_validator(crd, "v1beta1").iter_errors(service)] == []
+    predictor = service["spec"]["predictor"]
+    assert predictor["model"]["storageUri"] == "s3://mlpipeline/serving/taxi"
+    assert predictor["serviceAccountName"] == "kserve-minio"  # credentials only through it
+
+
+def test_pipelines_resolve_the_baseline_and_deploy_inside_the_compiled_yaml():
+    """Baseline resolution and deployment happen in the pipeline, so a cluster run does them too, uncached."""
+    import yaml
+
+    for name in ("tabular_pipeline", "tuned_tabular_pipeline", "image_pipeline"):
+        spec = yaml.safe_load((ROOT / "pipelines" / f"{name}.yaml").read_text())
+        tasks = spec["root"]["dag"]["tasks"]
+        assert {"resolve-baseline", "evaluate", "deploy"} <= set(tasks), name
+        evaluate_baseline = tasks["evaluate"]["inputs"]["parameters"]["baseline_model"]
+        assert evaluate_baseline["taskOutputParameter"]["producerTask"] == "resolve-baseline", name
+        assert tasks["deploy"]["inputs"]["artifacts"]["blessing"]["taskOutputArtifact"]["producerTask"] == "evaluate"
+        for task in ("resolve-baseline", "deploy"):
+            assert tasks[task]["cachingOptions"].get("enableCache", False) is False, (name, task)
+        parameters = spec["root"]["inputDefinitions"]["parameters"]
+        assert parameters["baseline_model"]["defaultValue"] == "auto"
+        assert {"model_name", "model_base", "deploy_backend", "lineage_store"} <= set(parameters)

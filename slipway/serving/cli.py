@@ -1,0 +1,157 @@
+"""`slipway serve` and `slipway predict`, and the wait behind `slipway run --keep-serving`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from slipway.core.errors import SlipwayError
+
+DEFAULT_PORT = 8080  # KServe's default HTTP port
+
+
+def add_serve_parser(commands) -> None:
+    serve = commands.add_parser(
+        "serve", help="serve a model folder (TF Serving layout) or a run's pushed model on 127.0.0.1 until Ctrl-C")
+    serve.add_argument("model_base", nargs="?", default="",
+                       help="model folder holding numeric versions (MODEL/1/saved_model.pb ...); default: the model "
+                            "the run in --workdir pushed")
+    serve.add_argument("--workdir", default="out", help="run folder whose summary.json names the model (default: out)")
+    serve.add_argument("--name", default="", help="model name in the URL (default: the run's, or the folder's name)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--poll-seconds", type=float, default=1.0, help="how often new versions are looked for")
+    serve.add_argument("--stop", action="store_true", help="stop the server kept running for this model instead")
+
+
+def add_predict_parser(commands) -> None:
+    predict = commands.add_parser("predict", help="send rows of a CSV or JSON file to a served model, print answers")
+    predict.add_argument("url", help="server URL (http://127.0.0.1:8080) or the model's /v1/models/NAME URL")
+    predict.add_argument("rows", help="CSV with a header line, a JSON array of objects, {\"instances\": [...]}, "
+                                      "or JSON lines; columns the model does not read (the label) are ignored")
+    predict.add_argument("--name", default="", help="model name (default: the server's only model)")
+    predict.add_argument("--limit", type=int, default=0, help="send only the first N rows")
+    predict.add_argument("--json", action="store_true", help="print the raw V1 response")
+
+
+def _run_target(args) -> tuple[str, str]:
+    """(model base, name) from the arguments, or from the run in --workdir."""
+    if args.model_base:
+        base = args.model_base if "://" in args.model_base else str(Path(args.model_base).resolve())
+        return base, args.name or Path(base.rstrip("/")).name
+    summary_path = Path(args.workdir) / "summary.json"
+    if not summary_path.exists():
+        raise SlipwayError(f"serve: give a model folder, or --workdir of a run ({summary_path} not found)")
+    deployment = json.loads(summary_path.read_text()).get("deployment") or {}
+    if not deployment.get("model_version"):
+        why = deployment.get("reason", "no deploy step")
+        raise SlipwayError(f"serve: the run in {args.workdir} pushed no model ({why})")
+    return deployment["model_base"], args.name or deployment["model_name"]
+
+
+def serve_command(args) -> int:
+    from slipway.components.deploy.executor import check_model_name
+    from slipway.components.deploy.local import state_file
+    from slipway.serving import layout, process
+
+    base, name = _run_target(args)
+    check_model_name(name)
+    state = state_file(base)
+    running = process.read_state(state) if state else None
+    if args.stop:
+        if running is None:
+            raise SlipwayError(f"serve --stop: no running server for {base}")
+        running.stop()
+        print(f"stopped the server at {running.url} (pid {running.pid})")
+        return 0
+    if running is not None:
+        raise SlipwayError(f"serve: {base} is already served at {running.url} (pid {running.pid}); "
+                           "`slipway serve --stop` stops it")
+    versions = layout.require_versions(base)
+    log_file = f"{base.rstrip('/')}.server.log" if state else None
+    server = process.start_server(base, name, port=args.port, host=args.host, poll_seconds=args.poll_seconds,
+                                  log_file=log_file, state_file=state)
+    print(f"serving {name} version {versions[-1]} at {server.url} (Ctrl-C stops it; new versions pushed to "
+          f"{base} are picked up)", flush=True)
+    print(f"  curl -s {server.url}/v1/models/{name}:predict -d '{{\"signature_name\": \"serving_raw\", "
+          f"\"instances\": [...]}}'", flush=True)
+    _wait_for_interrupt(server)
+    return 0
+
+
+def serve_until_interrupted(deployment: dict) -> None:
+    """`slipway run --keep-serving`: the deploy step left the server running; hold it until Ctrl-C."""
+    from slipway.serving import process
+
+    state = deployment.get("server_state_file")
+    server = process.read_state(state) if state else None
+    if server is None:
+        print("keep-serving: no server is running for this run", file=sys.stderr)
+        return
+    print(f"serving {deployment['model_name']} at {server.url} until Ctrl-C", flush=True)
+    _wait_for_interrupt(server)
+
+
+def _wait_for_interrupt(server) -> None:
+    """Until Ctrl-C or SIGTERM (then stop the server), or until the server exits by itself."""
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        while server.alive():
+            time.sleep(0.5)
+        print(f"the server at {server.url} exited", file=sys.stderr)
+    except KeyboardInterrupt:
+        server.stop()
+        print(f"\nstopped the server at {server.url}", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def predict_command(args) -> int:
+    from slipway.serving import client
+
+    name = args.name or _only_model(args.url)
+    rows = client.read_rows(args.rows)
+    if args.limit > 0:
+        rows = rows[: args.limit]
+    inputs = client.signature_inputs(client.metadata(args.url, name), client.RAW_SIGNATURE)
+    instances = client.rows_to_instances(rows, inputs, source=f"rows {args.rows}")
+    predictions, version = client.predict(args.url, name, instances, signature=client.RAW_SIGNATURE)
+    if args.json:
+        print(json.dumps({"predictions": predictions}, indent=2))
+        return 0
+    print(f"# {name} version {version or '?'}: {len(predictions)} rows")
+    for index, prediction in enumerate(predictions, 1):
+        print(f"{index}\t{_shown(prediction)}")
+    return 0
+
+
+def _only_model(url: str) -> str:
+    """The name of the one model a KServe server serves (GET /v1/models); TF Serving has no such list."""
+    from slipway.serving import client
+
+    if "/v1/models/" in url:
+        return url.split("/v1/models/", 1)[1].split(":")[0].strip("/")
+    try:
+        models = client.list_models(url)
+    except client.PredictError as exc:
+        raise SlipwayError(f"predict: give --name (listing the server's models failed: {exc})") from None
+    if len(models) != 1:
+        raise SlipwayError(f"predict: give --name (the server has {len(models)} models: {', '.join(models)})")
+    return models[0]
+
+
+def _shown(prediction) -> str:
+    values = prediction if isinstance(prediction, list) else [prediction]
+    if values and all(isinstance(v, int | float) for v in values):
+        if len(values) == 1:
+            return f"{values[0]:.4f}"
+        best = max(range(len(values)), key=values.__getitem__)
+        return f"class {best} ({values[best]:.4f})  " + " ".join(f"{v:.4f}" for v in values)
+    return json.dumps(prediction)
+
