@@ -93,6 +93,7 @@ def _run(args) -> int:
     from slipway.core import lineage
     from slipway.pipelines import training
     from slipway.runner import run_local
+    from slipway.serving.layout import model_name_for
 
     images = args.pipeline == "images"
     data, label, module = _inputs(args, images)
@@ -131,7 +132,7 @@ def _run(args) -> int:
         "eval_settings": args.eval_settings,
         "baseline_model": _baseline(args.baseline),
         "lineage_store": lineage_uri,
-        **_deploy_arguments(args, _sample_name(args, images) or _default_model_name(data), workdir),
+        **_deploy_arguments(args, _sample_name(args, images) or model_name_for(data), workdir),
     }
     if images:
         arguments.update(data_format=args.data_format, image_size=args.image_size)
@@ -159,7 +160,8 @@ def _run(args) -> int:
 
 
 def _deploy_arguments(args, default_name: str, workdir: Path) -> dict:
-    from slipway.components.deploy.executor import check_model_name
+    from slipway.serving.layout import check_model_name
+
 
     name = check_model_name(args.model_name or default_name)
     if args.keep_serving and args.deploy != "local":
@@ -181,16 +183,6 @@ def _sample_name(args, images: bool) -> str:
     if args.data is not None:
         return ""
     return "digits" if images else "taxi"
-
-
-def _default_model_name(data: Path) -> str:
-    """The data file's (or folder's) name as a DNS-1123 label: taxi.csv -> taxi, My_Data.parquet -> my-data."""
-    import re
-
-    stem = Path(data).name.split(".")[0] or "model"
-    name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", stem.lower())).strip("-")
-    name = name if name[:1].isalpha() else f"model-{name}".rstrip("-")
-    return name[:63].rstrip("-") or "model"
 
 
 def _inputs(args, images: bool) -> tuple[Path, str, Path]:

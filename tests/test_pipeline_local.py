@@ -33,7 +33,8 @@ def blobs_run(tmp_path_factory) -> tuple[Path, dict]:
 def test_summary_reports_every_step_metrics_and_blessing(blobs_run):
     workdir, summary = blobs_run
     assert summary["status"] == "succeeded"
-    assert list(summary["steps"]) == ["ingest", "validate", "transform", "train", "evaluate"]
+    assert list(summary["steps"]) == ["ingest", "validate", "transform", "train", "resolve_baseline", "evaluate",
+                                      "deploy"]
     for name, step in summary["steps"].items():
         assert step["status"] == "succeeded", name
         assert step["seconds"] > 0
@@ -46,6 +47,18 @@ def test_summary_reports_every_step_metrics_and_blessing(blobs_run):
     blessing = Path(summary["steps"]["evaluate"]["outputs"]["blessing"])
     assert (blessing / "BLESSED").exists() and not (blessing / "NOT_BLESSED").exists()
     assert (Path(summary["model"]) / "saved_model.pb").exists()
+
+
+def test_the_blessed_model_is_pushed_served_smoke_tested_and_stopped(blobs_run):
+    workdir, summary = blobs_run
+    deployment = summary["deployment"]
+    assert deployment["status"] == "deployed" and deployment["model_name"] == "blobs"
+    assert deployment["model_base"] == str(workdir / "serving" / "blobs") and deployment["model_version"] == 1
+    assert (workdir / "serving" / "blobs" / "1" / "saved_model.pb").exists()
+    assert deployment["endpoint"].startswith("http://127.0.0.1:") and deployment["serving"] is False
+    assert deployment["smoke"]["signatures"] == ["serving_default", "serving_raw"]
+    assert len(deployment["prediction"]) == 3 and abs(sum(deployment["prediction"]) - 1) < 1e-4  # 3 classes
+    assert summary["baseline"]["model"] is None and "first run" in summary["baseline"]["reason"]
 
 
 def test_exported_model_serves_raw_examples(blobs_run):
@@ -85,8 +98,22 @@ def test_second_run_uses_first_model_as_baseline(blobs_run, capsys):
     second = json.loads((workdir / "summary.json").read_text())
     assert code == 0, second.get("error")
     assert second["run_id"] != first["run_id"]
-    assert second["arguments"]["baseline_model"] == first["model"]
+    assert second["arguments"]["baseline_model"] == "auto"  # resolved inside the pipeline, by its own step
+    assert second["baseline"]["model"] == first["model"]
+    assert second["baseline"]["reason"] == f"latest blessed model of pipeline slipway-tabular: {first['model']}"
     assert second["blessed"] is True
+    assert second["deployment"]["model_version"] == 2  # a new version beside the first, which stays
+
+    # --require-blessed: a model the thresholds reject is not deployed, and the exit status says so
+    strict = {"thresholds": {"sparse_categorical_accuracy": {"lower_bound": 1.01}}}
+    code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE), "--workdir",
+                   str(workdir), "--key", "id", "--eval-settings", json.dumps(strict), "--require-blessed")
+    third = json.loads((workdir / "summary.json").read_text())
+    assert code == 3 and third["status"] == "succeeded" and third["blessed"] is False
+    assert third["deployment"]["status"] == "not_blessed"
+    assert third["deployment"]["reason"].startswith("not deployed: the model is not blessed (")
+    assert sorted(p.name for p in (workdir / "serving" / "blobs").iterdir()) == ["1", "2"]  # nothing pushed
+    assert "error: the model is not blessed, so nothing was deployed (--require-blessed)" in capsys.readouterr().err
 
 
 def test_bad_input_fails_the_run_with_one_line_and_no_downstream_steps(tmp_path: Path, capsys):
@@ -138,6 +165,10 @@ def test_taxi_demo_is_blessed_by_its_thresholds(tmp_path: Path):
     assert summary["metrics"]["example_count"] > 4000
     assert summary["blessed"] is True
     assert "thresholds passed" in summary["blessing_message"]
+    deployment = summary["deployment"]  # what `bash .ci/demo` ends with: a served model answering
+    assert deployment["status"] == "deployed" and deployment["model_name"] == "taxi"
+    assert deployment["smoke"]["rows"] == 5 and deployment["smoke"]["max_difference"] <= 1e-4
+    assert 0.0 <= deployment["prediction"][0] <= 1.0
     raw = json.loads((Path(summary["steps"]["ingest"]["outputs"]["examples"]) / "examples_meta.json").read_text())
     assert raw["rows_read"] == 15002 and raw["label"] == "big_tipper"
 
@@ -159,6 +190,9 @@ def test_image_pipeline_trains_with_two_horovod_ranks_on_digits(tmp_path: Path):
     matrix = json.loads((evaluation / "metrics.json").read_text())["confusion_matrix"]
     assert len(matrix["categories"]) == 10 and len(matrix["matrix"]) == 10
     assert sum(map(sum, matrix["matrix"])) == examples["splits"]["eval"]
+    deployment = summary["deployment"]  # raw pixels travel as {"b64": ...} through serving_raw
+    assert deployment["status"] == "deployed" and deployment["model_name"] == "digits"
+    assert deployment["smoke"]["signatures"] == ["serving_default", "serving_raw"]
 
 
 SEARCH = {
@@ -184,7 +218,8 @@ def test_tuned_pipeline_feeds_the_best_parameters_into_training(tmp_path: Path):
                    str(workdir), "--tune", str(spec), "--trial-hparams", '{"epochs": 2}')
     summary = json.loads((workdir / "summary.json").read_text())
     assert code == 0, summary.get("error")
-    assert list(summary["steps"]) == ["ingest", "validate", "transform", "tune", "train", "evaluate"]
+    assert list(summary["steps"]) == ["ingest", "validate", "transform", "tune", "train", "resolve_baseline",
+                                      "evaluate", "deploy"]
     tuning = summary["tuning"]
     assert tuning["counts"]["succeeded"] == 2 and tuning["backend"] == "local"
     assert 0.005 <= tuning["parameters"]["learning_rate"] <= 0.05

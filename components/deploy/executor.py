@@ -14,7 +14,6 @@ restored) and fails the step with the response's first line.
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 
@@ -22,20 +21,12 @@ import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 from slipway.core.artifacts import sha256_tree, staged_output, write_json
 from slipway.core.errors import SlipwayError
 from slipway.serving import layout
+from slipway.serving.layout import check_model_name
 
 BACKENDS = ("local", "kubernetes", "push")
 DEPLOYMENT_FILE = "deployment.json"
 NOT_BLESSED = "not_blessed"
 PUSHED = "pushed"
-_MODEL_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-
-
-def check_model_name(name: str) -> str:
-    """A name both TF Serving and KServe accept: a DNS-1123 label starting with a letter."""
-    if not name or len(name) > 63 or not _MODEL_NAME.match(name):
-        raise SlipwayError(f"model_name {name!r}: use lower-case letters, digits and '-', starting with a letter "
-                           "(at most 63 characters): it becomes the URL path and the InferenceService name")
-    return name
 
 
 def read_blessing(blessing_dir: str) -> tuple[bool, str]:

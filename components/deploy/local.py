@@ -8,22 +8,16 @@ for the step and stopped at its end, unless keep_serving (then it runs on, detac
 from __future__ import annotations
 
 from slipway.components.deploy import smoke
-from slipway.core import storage
 from slipway.core.errors import SlipwayError
 from slipway.serving import layout, process
 
 VERSION_TIMEOUT_S = 120.0
 
 
-def state_file(base: str) -> str | None:
-    """Where a server serving `base` leaves its state (pid, url): beside a local base; none for a remote one."""
-    return None if storage.is_remote(base) else f"{base.rstrip('/')}.server.json"
-
-
 def deploy(name: str, base: str, version: int, model_dir: str, examples: list[bytes], port: int,
            keep_serving: bool) -> dict:
     """Serve `version` of base on loopback, smoke-test it, roll back on failure; the deployment record's fields."""
-    state = state_file(base)
+    state = layout.server_state_file(base)
     server = process.read_state(state) if state else None
     ours = server is None
     if server is not None:

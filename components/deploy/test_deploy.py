@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from slipway.components.deploy import executor, local
+from slipway.components.deploy import executor
 from slipway.core.errors import SlipwayError
 from slipway.serving import layout, process
 
@@ -113,7 +113,7 @@ def test_a_running_server_picks_up_the_new_version(trained, tmp_path: Path):
     """As `slipway serve` leaves it: the step reuses the server (hot reload), and leaves it running."""
     base = str(tmp_path / "serving" / "synthetic")
     _deploy(trained, tmp_path, base, backend="push")
-    server = process.start_server(base, "synthetic", state_file=local.state_file(base), poll_seconds=0.2)
+    server = process.start_server(base, "synthetic", state_file=layout.server_state_file(base), poll_seconds=0.2)
     try:
         retrained = tmp_path / "retrained"
         _copy_with_marker(Path(trained["model"]), retrained)
@@ -129,7 +129,7 @@ def test_a_running_server_picks_up_the_new_version(trained, tmp_path: Path):
 def test_a_failed_smoke_request_rolls_back_and_fails_with_the_first_line(trained, tmp_path: Path):
     base = str(tmp_path / "serving" / "synthetic")
     first = _deploy(trained, tmp_path, base, keep_serving=True, port=0)
-    server = process.read_state(local.state_file(base))
+    server = process.read_state(layout.server_state_file(base))
     assert first["serving"] is True and server is not None and server.url == first["endpoint"]
     try:
         broken = _broken_raw_export(tmp_path / "broken")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sys
@@ -39,9 +40,11 @@ def add_predict_parser(commands) -> None:
 
 def _run_target(args) -> tuple[str, str]:
     """(model base, name) from the arguments, or from the run in --workdir."""
+    from slipway.serving.layout import model_name_for
+
     if args.model_base:
         base = args.model_base if "://" in args.model_base else str(Path(args.model_base).resolve())
-        return base, args.name or Path(base.rstrip("/")).name
+        return base, args.name or model_name_for(base)
     summary_path = Path(args.workdir) / "summary.json"
     if not summary_path.exists():
         raise SlipwayError(f"serve: give a model folder, or --workdir of a run ({summary_path} not found)")
@@ -53,13 +56,10 @@ def _run_target(args) -> tuple[str, str]:
 
 
 def serve_command(args) -> int:
-    from slipway.components.deploy.executor import check_model_name
-    from slipway.components.deploy.local import state_file
     from slipway.serving import layout, process
 
     base, name = _run_target(args)
-    check_model_name(name)
-    state = state_file(base)
+    state = layout.server_state_file(base)
     running = process.read_state(state) if state else None
     if args.stop:
         if running is None:
@@ -67,18 +67,26 @@ def serve_command(args) -> int:
         running.stop()
         print(f"stopped the server at {running.url} (pid {running.pid})")
         return 0
+    layout.check_model_name(name)
     if running is not None:
         raise SlipwayError(f"serve: {base} is already served at {running.url} (pid {running.pid}); "
                            "`slipway serve --stop` stops it")
     versions = layout.require_versions(base)
     log_file = f"{base.rstrip('/')}.server.log" if state else None
-    server = process.start_server(base, name, port=args.port, host=args.host, poll_seconds=args.poll_seconds,
-                                  log_file=log_file, state_file=state)
-    print(f"serving {name} version {versions[-1]} at {server.url} (Ctrl-C stops it; new versions pushed to "
-          f"{base} are picked up)", flush=True)
-    print(f"  curl -s {server.url}/v1/models/{name}:predict -d '{{\"signature_name\": \"serving_raw\", "
-          f"\"instances\": [...]}}'", flush=True)
-    _wait_for_interrupt(server)
+    with _stop_signals_interrupt():
+        server = None
+        try:
+            server = process.start_server(base, name, port=args.port, host=args.host,
+                                          poll_seconds=args.poll_seconds, log_file=log_file, state_file=state)
+            print(f"serving {name} version {versions[-1]} at {server.url} (Ctrl-C stops it; new versions pushed "
+                  f"to {base} are picked up)", flush=True)
+            print(f"  curl -s {server.url}/v1/models/{name}:predict -d '{{\"signature_name\": \"serving_raw\", "
+                  f"\"instances\": [...]}}'", flush=True)
+            _wait_while_alive(server)
+        except KeyboardInterrupt:
+            if server is not None:
+                server.stop()
+                print(f"\nstopped the server at {server.url}", flush=True)
     return 0
 
 
@@ -92,24 +100,31 @@ def serve_until_interrupted(deployment: dict) -> None:
         print("keep-serving: no server is running for this run", file=sys.stderr)
         return
     print(f"serving {deployment['model_name']} at {server.url} until Ctrl-C", flush=True)
-    _wait_for_interrupt(server)
+    with _stop_signals_interrupt():
+        try:
+            _wait_while_alive(server)
+        except KeyboardInterrupt:
+            server.stop()
+            print(f"\nstopped the server at {server.url}", flush=True)
 
 
-def _wait_for_interrupt(server) -> None:
-    """Until Ctrl-C or SIGTERM (then stop the server), or until the server exits by itself."""
-    def stop(signum, frame):
+@contextlib.contextmanager
+def _stop_signals_interrupt():
+    """SIGTERM stops the server as Ctrl-C does (a supervisor's stop, a closed terminal)."""
+    def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        while server.alive():
-            time.sleep(0.5)
-        print(f"the server at {server.url} exited", file=sys.stderr)
-    except KeyboardInterrupt:
-        server.stop()
-        print(f"\nstopped the server at {server.url}", flush=True)
+        yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _wait_while_alive(server) -> None:
+    while server.alive():
+        time.sleep(0.5)
+    print(f"the server at {server.url} exited", file=sys.stderr)
 
 
 def predict_command(args) -> int:

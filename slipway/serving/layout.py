@@ -30,6 +30,7 @@ PUSH_RECORD = "slipway_push.json"  # inside a version folder: what was pushed th
 RETIRED_SUFFIX = ".rejected"
 _VERSION = re.compile(r"^[0-9]{1,18}$")  # TF Serving parses versions as int64
 _MAX_PUSH_ATTEMPTS = 20
+_MODEL_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,27 @@ class Push:
     version: int
     uri: str  # the version folder
     created: bool  # False when this very model was already the latest version (a retried step)
+
+
+def check_model_name(name: str) -> str:
+    """A name both TF Serving and KServe accept: a DNS-1123 label starting with a letter."""
+    if not name or len(name) > 63 or not _MODEL_NAME.match(name):
+        raise SlipwayError(f"model_name {name!r}: use lower-case letters, digits and '-', starting with a letter "
+                           "(at most 63 characters): it becomes the URL path and the InferenceService name")
+    return name
+
+
+def model_name_for(path: str | Path) -> str:
+    """A valid model name from a file or folder name: taxi.csv -> taxi, My_Data.parquet -> my-data, 2024 -> m-2024."""
+    stem = Path(str(path).rstrip("/")).name.split(".")[0]
+    name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", stem.lower())).strip("-")
+    name = name if name[:1].isalpha() else f"m-{name}".rstrip("-")
+    return name[:63].rstrip("-")
+
+
+def server_state_file(base: str) -> str | None:
+    """Where a local server serving `base` leaves its state (pid, url): beside a local base; none for a remote one."""
+    return None if storage.is_remote(base) else f"{str(base).rstrip('/')}.server.json"
 
 
 def _is_version(name: str) -> bool:
