@@ -110,15 +110,16 @@ def serve_until_interrupted(deployment: dict) -> None:
 
 @contextlib.contextmanager
 def _stop_signals_interrupt():
-    """SIGTERM stops the server as Ctrl-C does (a supervisor's stop, a closed terminal)."""
+    """Ctrl-C and SIGTERM (a supervisor's stop) stop the server, also where SIGINT was inherited as ignored."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _wait_while_alive(server) -> None:

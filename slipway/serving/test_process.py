@@ -63,3 +63,27 @@ def test_read_state_ignores_a_dead_server(tmp_path):
 def test_model_metadata_of_nothing_is_one_line(tmp_path):
     with pytest.raises(SlipwayError, match=r"^model server http://127.0.0.1:9/v1/models/tiny/metadata: "):
         process.model_metadata("http://127.0.0.1:9", "tiny", timeout=2)
+
+
+def test_a_server_that_is_not_detached_ends_with_its_starter_even_after_sigkill(tmp_path, serving_model):
+    """No orphan: when the process that started the server is killed outright, the server stops too."""
+    import os
+    import signal
+    import time
+
+    base, _ = testing.make_model_base(tmp_path, serving_model)
+    starter = textwrap.dedent(f"""
+        import time
+        from slipway.serving import process
+        server = process.start_server({str(base)!r}, "tiny", log_file={str(tmp_path / "server.log")!r})
+        print(server.pid, flush=True)
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, text=True)
+    server_pid = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while process._pid_alive(server_pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not process._pid_alive(server_pid)
