@@ -39,13 +39,12 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from slipway.core import launcher
-from slipway.core.cluster import NAMESPACE_FILE
+from slipway.core.cluster import own_namespace
 from slipway.core.errors import SlipwayError
 
 API_VERSION = f"{launcher.KSERVE_INFERENCE_SERVICE.group}/{launcher.KSERVE_INFERENCE_SERVICE.version}"
@@ -156,12 +155,7 @@ def _check_values(s: ServingSettings) -> None:
 
 def namespace(settings: ServingSettings) -> str:
     """The settings' namespace, or this pod's own (as the other cluster backends do)."""
-    if settings.namespace:
-        return settings.namespace
-    try:
-        return Path(NAMESPACE_FILE).read_text().strip()
-    except OSError:
-        raise SlipwayError("cluster: no namespace given and not running in a pod; set cluster.namespace") from None
+    return own_namespace(settings)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import yaml
 import slipway  # noqa: F401
 from slipway.components.deploy import inference_service as isvc
 from slipway.components.deploy.inference_service import ServingSettings, parse_settings
-from slipway.core import launcher
+from slipway.core import cluster, launcher
 from slipway.core.errors import SlipwayError
 from slipway.core.test_launcher import FakeApiServer, PodKilled, isvc_status
 from slipway.render import add_render_parser, crd_validator, run_render
@@ -121,7 +121,7 @@ def test_bad_settings_are_one_line_errors(raw, message):
 
 def test_namespace_defaults_to_the_pods_own(tmp_path, monkeypatch):
     namespace_file = tmp_path / "namespace"
-    monkeypatch.setattr(isvc, "NAMESPACE_FILE", str(namespace_file))
+    monkeypatch.setattr(cluster, "NAMESPACE_FILE", str(namespace_file))
     with pytest.raises(SlipwayError, match="no namespace given and not running in a pod; set cluster.namespace"):
         isvc.namespace(parse_settings({}))
     namespace_file.write_text("team-a\n")

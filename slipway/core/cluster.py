@@ -85,7 +85,8 @@ def storage_spec(config: ClusterConfig) -> mpijob.ObjectStore | mpijob.Pvc:
                               verify_ssl=config.s3_verify_ssl, region=config.s3_region)
 
 
-def own_namespace(config: ClusterConfig) -> str:
+def own_namespace(config) -> str:
+    """config.namespace (any settings object with one), or the namespace of the pod this step runs in."""
     if config.namespace:
         return config.namespace
     try:
