@@ -51,3 +51,14 @@ def serving_model(tmp_path_factory, transformed_inputs):
 
     root = tmp_path_factory.mktemp("serving_model")
     return testing.train_model(root, transformed_inputs(root))
+
+
+@pytest.fixture(scope="session")
+def loopback_s3_env():
+    """One S3-compatible server (moto) on 127.0.0.1 for the whole session, with the bucket slipway-test; yields
+    the environment S3 clients need. One per session: tensorflow-io's s3:// filesystem keeps the endpoint it met
+    first in a process, so a second server on another port would be unreachable to it."""
+    from slipway.core import testing
+
+    with testing.loopback_s3() as env:
+        yield env

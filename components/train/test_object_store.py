@@ -18,22 +18,22 @@ BUCKET = "s3://slipway-test"
 
 
 @pytest.fixture(scope="module")
-def s3_inputs(tmp_path_factory, transformed_inputs):
+def s3_inputs(tmp_path_factory, transformed_inputs, loopback_s3_env):
     root = tmp_path_factory.mktemp("s3")
     made = transformed_inputs(root, num_classes=3, train=240, eval_=60)
-    with testdata.loopback_s3() as env:
-        saved = {key: os.environ.get(key) for key in env}
-        os.environ.update(env)
-        try:
-            storage.copy_tree(str(root / "transformed"), f"{BUCKET}/run/transformed")
-            storage.copy_tree(str(root / "graph"), f"{BUCKET}/run/graph")
-            yield root, made, env
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    env = loopback_s3_env
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        storage.copy_tree(str(root / "transformed"), f"{BUCKET}/run/transformed")
+        storage.copy_tree(str(root / "graph"), f"{BUCKET}/run/graph")
+        yield root, made, env
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def test_examples_layout_reads_from_the_object_store(s3_inputs):

@@ -9,7 +9,6 @@ import pytest
 
 from slipway.core import storage
 from slipway.core.errors import SlipwayError
-from slipway.core.testing import loopback_s3
 from slipway.serving import layout
 
 
@@ -90,18 +89,18 @@ def test_a_folder_without_numeric_versions_is_one_clear_line(tmp_path: Path):
         layout.push(str(empty), str(tmp_path / "base"), "sha")
 
 
-def test_push_and_retire_on_an_s3_compatible_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    with loopback_s3("models") as env:
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        base = "s3://models/serving/taxi"
-        assert layout.push(str(_saved_model(tmp_path / "m1", b"one")), base, "sha-1").version == 1
-        second = layout.push(str(_saved_model(tmp_path / "m2", b"two")), base, "sha-2")
-        assert second.version == 2 and second.uri == f"{base}/2"
-        assert layout.versions(base) == [1, 2]
-        assert storage.exists(f"{base}/2/variables/variables.index")
-        assert layout.push(str(tmp_path / "m2"), base, "sha-2").created is False
-        layout.retire(base, 2, "rejected")
-        assert layout.versions(base) == [1]
-        assert storage.exists(f"{base}.rejected/2/saved_model.pb")
-        assert layout.push(str(_saved_model(tmp_path / "m3", b"three")), base, "sha-3").version == 3
+def test_push_and_retire_on_an_s3_compatible_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    loopback_s3_env: dict):
+    for key, value in loopback_s3_env.items():
+        monkeypatch.setenv(key, value)
+    base = "s3://slipway-test/serving/taxi"
+    assert layout.push(str(_saved_model(tmp_path / "m1", b"one")), base, "sha-1").version == 1
+    second = layout.push(str(_saved_model(tmp_path / "m2", b"two")), base, "sha-2")
+    assert second.version == 2 and second.uri == f"{base}/2"
+    assert layout.versions(base) == [1, 2]
+    assert storage.exists(f"{base}/2/variables/variables.index")
+    assert layout.push(str(tmp_path / "m2"), base, "sha-2").created is False
+    layout.retire(base, 2, "rejected")
+    assert layout.versions(base) == [1]
+    assert storage.exists(f"{base}.rejected/2/saved_model.pb")
+    assert layout.push(str(_saved_model(tmp_path / "m3", b"three")), base, "sha-3").version == 3
