@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import re
 import types
 import typing
@@ -44,7 +43,7 @@ from typing import Any
 import yaml
 
 from slipway.core import launcher
-from slipway.core.cluster import own_namespace
+from slipway.core.cluster import load_settings_object, own_namespace
 from slipway.core.errors import SlipwayError
 
 API_VERSION = f"{launcher.KSERVE_INFERENCE_SERVICE.group}/{launcher.KSERVE_INFERENCE_SERVICE.version}"
@@ -88,7 +87,7 @@ class ServingSettings:
 
 def parse_settings(text: str | Mapping[str, Any]) -> ServingSettings:
     """The component's `cluster` JSON -> ServingSettings; unknown keys, wrong types and bad values: one line."""
-    raw = _load_object(text)
+    raw = load_settings_object(text)
     hints = typing.get_type_hints(ServingSettings)
     unknown = sorted(set(raw) - set(hints))
     if unknown:
@@ -102,16 +101,6 @@ def parse_settings(text: str | Mapping[str, Any]) -> ServingSettings:
                                    timeout_s=float(settings.timeout_s))
     _check_values(settings)
     return settings
-
-
-def _load_object(text: str | Mapping[str, Any]) -> dict:
-    try:
-        raw = json.loads(text) if isinstance(text, str) else dict(text)
-    except json.JSONDecodeError as exc:
-        raise SlipwayError(f"cluster: not valid JSON ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(raw, dict):
-        raise SlipwayError("cluster: expected a JSON object")
-    return raw
 
 
 def _check_type(key: str, value: Any, hint: Any) -> None:

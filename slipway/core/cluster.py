@@ -47,14 +47,20 @@ class ClusterConfig:
     backoff_limit: int = 0
 
 
-def parse_config(text: str | dict) -> ClusterConfig:
-    """The component's `cluster` JSON -> ClusterConfig; unknown keys and wrong types are one-line errors."""
+def load_settings_object(text: str | dict) -> dict:
+    """A component's `cluster` JSON (or an already parsed dict) as a dict; one-line errors otherwise."""
     try:
         raw = json.loads(text) if isinstance(text, str) else dict(text)
     except json.JSONDecodeError as exc:
         raise SlipwayError(f"cluster: not valid JSON ({exc.msg} at position {exc.pos})") from None
     if not isinstance(raw, dict):
         raise SlipwayError("cluster: expected a JSON object")
+    return raw
+
+
+def parse_config(text: str | dict) -> ClusterConfig:
+    """The component's `cluster` JSON -> ClusterConfig; unknown keys and wrong types are one-line errors."""
+    raw = load_settings_object(text)
     known = {f.name: f for f in fields(ClusterConfig)}
     unknown = sorted(set(raw) - set(known))
     if unknown:
