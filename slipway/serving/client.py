@@ -78,10 +78,6 @@ def list_models(url: str, timeout: float = 10) -> list[str]:
     return list(_request(url.rstrip("/") + "/v1/models", None, timeout)[0].get("models") or [])
 
 
-def served_version(url: str, name: str, timeout: float = 30) -> str:
-    return str(metadata(url, name, timeout).get("model_spec", {}).get("version", ""))
-
-
 def signature_inputs(meta: Mapping[str, Any], signature: str) -> dict[str, str]:
     """{input name: dtype} of one signature in a metadata response; one line when the model lacks it."""
     signatures = (meta.get("metadata", {}).get("signature_def", {}).get("signature_def", {}))

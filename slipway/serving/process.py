@@ -191,20 +191,12 @@ def _status(url: str, timeout: float = 2) -> int | None:
 
 def model_metadata(url: str, name: str, timeout: float = 10) -> dict:
     """GET /v1/models/NAME/metadata (TF Serving's shape: model_spec.version, metadata.signature_def)."""
-    target = f"{url.rstrip('/')}/v1/models/{name}/metadata"
+    from slipway.serving import client
+
     try:
-        with urllib.request.urlopen(target, timeout=timeout) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        raise SlipwayError(f"model server {target}: HTTP {exc.code} {_error_text(exc)}") from None
-    except (OSError, ValueError) as exc:
-        raise SlipwayError(f"model server {target}: {exc}") from None
-
-
-def _error_text(exc: urllib.error.HTTPError) -> str:
-    with contextlib.suppress(Exception):
-        return str(json.loads(exc.read()).get("error", ""))
-    return ""
+        return client.metadata(url, name, timeout)
+    except client.PredictError as exc:
+        raise SlipwayError(f"model server {exc}") from None
 
 
 def wait_for_version(url: str, name: str, version: int, timeout: float) -> dict:
