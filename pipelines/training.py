@@ -18,6 +18,7 @@ from slipway.components import (
     TuneOp,
     ValidateOp,
 )
+from slipway.core.images import TRAINER_IMAGE
 
 TABULAR = "slipway-tabular"
 TABULAR_TUNED = "slipway-tabular-tuned"
@@ -77,6 +78,7 @@ def compose(
             search_spec=search_spec,
             hyperparameters=hyperparameters,
             trial_hyperparameters=trial_hyperparameters,
+            trainer_image=TRAINER_IMAGE,
         )
         hyperparameters = tune_task.outputs["Output"]
     train_task = TrainOp(
@@ -86,6 +88,7 @@ def compose(
         hyperparameters=hyperparameters,
         workers=workers,
         checkpoint_dir=checkpoint_dir,
+        trainer_image=TRAINER_IMAGE,  # pinned by digest in the compiled pipeline
     )
     # The lineage store changes with every run: never answer this from KFP's cache.
     baseline_task = ResolveBaselineOp(

@@ -1,4 +1,4 @@
-"""`slipway` command line: run | serve | predict | compile | lineage | render | data."""
+"""`slipway` command line: run | serve | predict | compile | lineage | render | data | images."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_run(commands)
     compile_parser = commands.add_parser("compile", help="regenerate every component.yaml and pipeline YAML")
-    compile_parser.add_argument("--check", action="store_true", help="fail if a committed YAML is stale")
+    compile_parser.add_argument("--check", action="store_true",
+                                help="fail if a committed YAML is stale or names an image without a digest")
     lineage_parser = commands.add_parser("lineage", help="print a model's upstream chain down to the raw files")
     lineage_parser.add_argument("uri", nargs="?", help="artifact URI (default: the model of the workdir's last run)")
     lineage_parser.add_argument("--workdir", default="out", help="run folder holding summary.json (default: out)")
@@ -32,10 +33,13 @@ def main(argv: list[str] | None = None) -> int:
 
     add_serve_parser(commands)
     add_predict_parser(commands)
+    from slipway.images import add_images_parser, images_command
+
+    add_images_parser(commands)
     args = parser.parse_args(argv)
     try:
         commands_by_name = {"run": _run, "compile": _compile, "lineage": _lineage, "data": _data, "render": _render,
-                            "serve": serve_command, "predict": predict_command}
+                            "serve": serve_command, "predict": predict_command, "images": images_command}
         return commands_by_name[args.command](args)
     except SlipwayError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -78,9 +82,13 @@ def _add_run(commands) -> None:
                      help="served model name (default: the data file's name, e.g. taxi)")
     run.add_argument("--model-base", default="",
                      help="where model versions are pushed: folder, s3:// or pvc:// (default: WORKDIR/serving/NAME)")
-    run.add_argument("--deploy", choices=["local", "push", "kubernetes"], default="local",
+    run.add_argument("--deploy", choices=["local", "push", "kubernetes"], default=None,
                      help="local: serve on 127.0.0.1 with KServe's model server and smoke-test it (default); "
-                          "push: only push the version; kubernetes: a KServe InferenceService (--deploy-cluster)")
+                          "push: only push the version (default with --runner podman); kubernetes: a KServe "
+                          "InferenceService (--deploy-cluster)")
+    run.add_argument("--runner", choices=["subprocess", "podman"], default="subprocess",
+                     help="subprocess: every step in this environment (default); podman: every step inside its "
+                          "component's image, as on a cluster (images pinned in images/digests.json)")
     run.add_argument("--deploy-cluster", default="{}", help="JSON settings for --deploy kubernetes (deploy README)")
     run.add_argument("--port", type=int, default=0, help="local serving port on 127.0.0.1 (default: a free one)")
     run.add_argument("--keep-serving", action="store_true",
@@ -145,7 +153,10 @@ def _run(args) -> int:
 
         # The spec travels as text (checked here first), so the run's parameters name no path of this machine.
         arguments.update(search_spec=json.dumps(load_spec(args.tune)), trial_hyperparameters=args.trial_hparams)
-    summary = run_local(pipeline, arguments, workdir, lineage_uri)
+    containers = None
+    if args.runner == "podman":
+        arguments, containers = _containers(arguments, workdir)
+    summary = run_local(pipeline, arguments, workdir, lineage_uri, containers=containers)
     _print_summary(summary, workdir)
     if summary["status"] != "succeeded":
         return 1
@@ -164,6 +175,11 @@ def _deploy_arguments(args, default_name: str, workdir: Path) -> dict:
 
 
     name = check_model_name(args.model_name or default_name)
+    if args.deploy is None:
+        args.deploy = "push" if args.runner == "podman" else "local"
+    if args.runner == "podman" and args.deploy == "local":
+        raise SlipwayError("--deploy local starts a model server beside the step, which the runtime image has "
+                           "not: with --runner podman use --deploy push and serve with the serving image")
     if args.keep_serving and args.deploy != "local":
         raise SlipwayError("--keep-serving: needs --deploy local")
     if not 0 <= args.port <= 65535:
@@ -176,6 +192,24 @@ def _deploy_arguments(args, default_name: str, workdir: Path) -> dict:
         "keep_serving": args.keep_serving,
         "serving_port": args.port,
     }
+
+
+def _containers(arguments: dict, workdir: Path):
+    """--runner podman: the arguments as the containers see them, and what every step's container mounts (the
+    workdir read-write at its own path, the other host inputs read-only)."""
+    import os
+
+    from slipway.container_runner import ContainerSettings, check_writable_by_image_user, mount_inputs
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    arguments, inputs = mount_inputs(arguments, workdir)
+    settings = ContainerSettings(writable=[str(workdir)], readable=inputs)
+    if os.geteuid() == 0:
+        check_writable_by_image_user(workdir)
+    else:  # rootless podman: the image's user is this user on the host, so the workdir is writable
+        settings.podman_run_args.append(f"--userns=keep-id:uid={settings.user.split(':')[0]},gid="
+                                        f"{settings.user.split(':')[1]}")
+    return arguments, settings
 
 
 def _sample_name(args, images: bool) -> str:

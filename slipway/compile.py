@@ -1,9 +1,13 @@
 """Compile every component and pipeline to the YAML committed beside it, and render the example cluster
-manifests under manifests/; --check fails if one is stale."""
+manifests under manifests/; --check fails if one is stale or names one of our images without a digest.
+
+Images come from images/digests.json (slipway.core.images): a compile whose digests file cannot pin an image the
+components need fails first, with one line naming it."""
 
 from __future__ import annotations
 
 import difflib
+import re
 import tempfile
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from slipway.components import (
     TuneOp,
     ValidateOp,
 )
+from slipway.core import images
 from slipway.pipelines.training import image_pipeline, tabular_pipeline, tuned_tabular_pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,13 +105,25 @@ def compile_to_text(func) -> str:
         return path.read_text()
 
 
+# Any reference to one of our images: `image: ...`, a parameter default, a manifest's container.
+OUR_IMAGE = re.compile(r"[\w.:/-]*slipway-(?:runtime|trainer|serving)(?:[:@][\w.:@-]*)?")
+
+
+def unpinned_images(text: str) -> list[str]:
+    """Our image references in a compiled YAML that carry no digest."""
+    return sorted({ref for ref in OUR_IMAGE.findall(text) if "/" in ref and not images.is_pinned(ref)})
+
+
 def compile_all(check: bool = False) -> list[str]:
-    """Write (or, with check, compare) every YAML; return the problems found (stale files) when checking."""
+    """Write (or, with check, compare) every YAML; return the problems found (stale files, undigested images)."""
+    images.require_pinned()
     problems = []
     for path, func in targets().items():
         text = compile_to_text(func)
         if check:
             current = path.read_text() if path.exists() else ""
+            for ref in unpinned_images(current):
+                problems.append(f"{path.relative_to(ROOT)} names image {ref} without a digest")
             if current != text:
                 diff = list(difflib.unified_diff(current.splitlines(), text.splitlines(), lineterm="", n=0))
                 problems.append(f"{path.relative_to(ROOT)} is stale ({len(diff)} diff lines); run `slipway compile`")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from slipway.container_runner import ContainerSettings, podman_tasks
 from slipway.core import lineage
 from slipway.core.artifacts import atomic_write_text
 
@@ -35,8 +37,13 @@ def prepare_environment(workdir: Path, lineage_uri: str, run_id: str, pipeline: 
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
 
-def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLike, lineage_uri: str = "") -> dict:
-    """Run `pipeline_func(**arguments)` with kfp.local; return (and write) the run summary."""
+def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLike, lineage_uri: str = "",
+              containers: ContainerSettings | None = None) -> dict:
+    """Run `pipeline_func(**arguments)` with kfp.local; return (and write) the run summary.
+
+    containers: run every step inside its component's image with podman (slipway.container_runner) instead of
+    as a subprocess of this environment.
+    """
     import kfp.local
 
     # Our components do run in their own environment here: this process's, which is what the image holds.
@@ -47,13 +54,18 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     run_id = new_run_id(pipeline)
     lineage_uri = lineage_uri or lineage.sqlite_uri(root / "metadata.sqlite")
     prepare_environment(root, lineage_uri, run_id, pipeline)
-    kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(root / "artifacts"))
     started = time.time()
     failure = ""
-    try:
-        pipeline_func(**arguments)
-    except Exception as exc:  # kfp.local raises RuntimeError for a failed task; the step's own error is in lineage
-        failure = " ".join(str(exc).split())[:500]
+    with contextlib.ExitStack() as stack:
+        if containers is None:
+            runner = kfp.local.SubprocessRunner(use_venv=False)
+        else:
+            runner = stack.enter_context(podman_tasks(containers))
+        kfp.local.init(runner=runner, pipeline_root=str(root / "artifacts"))
+        try:
+            pipeline_func(**arguments)
+        except Exception as exc:  # kfp.local raises RuntimeError for a failed task; the step's error is in lineage
+            failure = " ".join(str(exc).split())[:500]
     wall = time.time() - started
     tasks = [task.replace("-", "_") for task in pipeline_func.pipeline_spec.root.dag.tasks]  # KFP dashes names
     expected = [name for name in STEP_ORDER if name in tasks] + [name for name in tasks if name not in STEP_ORDER]

@@ -28,3 +28,18 @@ def write_blobs_csv(path: Path, rows: int = 600, seed: int = 7) -> Path:
 @pytest.fixture
 def blobs_csv(tmp_path: Path) -> Path:
     return write_blobs_csv(tmp_path / "blobs.csv")
+
+
+@pytest.fixture(scope="session")
+def taxi_run(tmp_path_factory) -> tuple[Path, dict]:
+    """What `bash .ci/demo` runs (the taxi sample, every step a subprocess of this environment), run once: the
+    demo's own test and the in-image run (tests/test_images.py) compare against it."""
+    import json
+
+    from slipway import cli
+
+    workdir = tmp_path_factory.mktemp("taxi") / "out"
+    code = cli.main(["run", "--workdir", str(workdir)])
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert code == 0, summary.get("error")
+    return workdir, summary

@@ -28,6 +28,68 @@ def test_check_detects_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert len(problems) == 1 and "component.yaml is stale" in problems[0]
 
 
+def test_committed_yaml_names_our_images_by_digest_only():
+    from slipway.core import images
+
+    assert images.is_pinned(RUNTIME_IMAGE) and images.is_pinned(images.TRAINER_IMAGE)
+    for path in slipway_compile.targets():
+        text = path.read_text()
+        assert slipway_compile.unpinned_images(text) == [], path
+    pipeline = (ROOT / "pipelines" / "tabular_pipeline.yaml").read_text()
+    assert f"image: {RUNTIME_IMAGE}" in pipeline and images.TRAINER_IMAGE in pipeline  # train's trainer_image
+
+
+def test_check_fails_on_an_image_without_a_digest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from slipway.components import IngestOp
+
+    target = tmp_path / "component.yaml"
+    text = slipway_compile.compile_to_text(IngestOp)
+    target.write_text(text.replace(RUNTIME_IMAGE, "registry.example/team/slipway-runtime:0.1.0"))
+    monkeypatch.setattr(slipway_compile, "targets", lambda: {target: IngestOp})
+    monkeypatch.setattr(slipway_compile, "ROOT", tmp_path)
+    problems = slipway_compile.compile_all(check=True)
+    assert problems[0] == "component.yaml names image registry.example/team/slipway-runtime:0.1.0 without a digest"
+
+
+RUNTIME_ENTRY = {"image": "r.example/slipway-runtime", "digest": "sha256:" + "a" * 64}
+TRAINER_ENTRY = {"image": "r.example/slipway-trainer", "digest": "sha256:" + "b" * 64}
+
+
+@pytest.mark.parametrize("record", [{}, {"runtime": RUNTIME_ENTRY},
+                                    {"trainer": TRAINER_ENTRY, "runtime": {**RUNTIME_ENTRY, "digest": "latest"}}])
+def test_compile_refuses_a_digests_file_without_an_image_the_components_need(
+        record: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import json
+
+    from slipway import cli
+
+    digests = tmp_path / "digests.json"
+    digests.write_text(json.dumps(record))
+    monkeypatch.setenv("SLIPWAY_IMAGE_DIGESTS", str(digests))
+    missing = "trainer" if "runtime" in record and "trainer" not in record else "runtime"
+    with pytest.raises(Exception, match=rf"^images: {re.escape(str(digests))} has no digest for the {missing} image"):
+        slipway_compile.compile_all(check=True)
+    assert cli.main(["compile", "--check"]) == 2  # one line on stderr, no traceback
+
+
+def test_digests_file_decides_the_image_references(tmp_path: Path):
+    import json
+    import subprocess
+    import sys
+
+    digests = tmp_path / "digests.json"
+    digests.write_text(json.dumps({name: {"image": f"reg.example:5000/team/slipway-{name}",
+                                          "digest": "sha256:" + "c" * 64} for name in ("runtime", "trainer")}))
+    probe = ("from slipway.components import IngestOp; from slipway.pipelines.training import tabular_pipeline; "
+             "print(IngestOp.component_spec.implementation.container.image); "
+             "print(tabular_pipeline.pipeline_spec.root.dag.tasks['train'].inputs.parameters['trainer_image']"
+             ".runtime_value.constant.string_value)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                         env={**__import__("os").environ, "SLIPWAY_IMAGE_DIGESTS": str(digests)}).stdout.split()
+    assert out == ["reg.example:5000/team/slipway-runtime@sha256:" + "c" * 64,
+                   "reg.example:5000/team/slipway-trainer@sha256:" + "c" * 64]
+
+
 @pytest.mark.parametrize("name", ["ingest", "validate", "transform", "train", "evaluate", "tune", "resolve_baseline",
                                   "deploy"])
 def test_component_yaml_loads_and_composes(name: str):

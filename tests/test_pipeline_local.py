@@ -155,11 +155,9 @@ def test_missing_module_file_is_refused_before_anything_runs(tmp_path: Path, cap
     assert not (tmp_path / "out").exists()
 
 
-def test_taxi_demo_is_blessed_by_its_thresholds(tmp_path: Path):
+def test_taxi_demo_is_blessed_by_its_thresholds(taxi_run):
     """What `bash .ci/demo` runs: the Chicago taxi sample with the worked-example module and curated schema."""
-    workdir = tmp_path / "taxi"
-    assert run_cli("--workdir", str(workdir)) == 0
-    summary = json.loads((workdir / "summary.json").read_text())
+    _, summary = taxi_run
     assert summary["status"] == "succeeded", summary.get("error")
     assert summary["metrics"]["auc"] > 0.85
     assert summary["metrics"]["example_count"] > 4000

@@ -18,6 +18,7 @@ def train(
     checkpoint_dir: str = "",
     backend: str = "local",
     cluster: str = "{}",
+    trainer_image: str = "",
 ):
     """Train the module's build_keras_model on transformed examples; export a serving SavedModel.
 
@@ -25,7 +26,9 @@ def train(
     JSON object merged over the module's hyperparameters() defaults. workers > 1 runs that many Horovod ranks
     (horovodrun on this machine). checkpoint_dir keeps per-epoch checkpoints so a rerun resumes after a failure.
     backend "kubernetes" runs the same trainer as an MPIJob (kubeflow.org/v2beta1) configured by the `cluster`
-    JSON object (namespace, storage secret or pvc, resources; see the component README).
+    JSON object (namespace, storage secret or pvc, resources; see the component README). trainer_image: the
+    MPIJob pods' image when `cluster` names none; the pipelines pass the trainer image pinned by digest at compile
+    (the Python default cannot: a lightweight component's source is all the step has).
     """
     from slipway.components.train import executor
     from slipway.core.errors import SlipwayError
@@ -46,8 +49,9 @@ def train(
             from slipway.components.train import cluster as cluster_backend
 
             hparams = executor.resolve_hyperparameters(executor.load_user_module(module_file), hyperparameters)
+            config = cluster_backend.parse_config(cluster, default_image=trainer_image)
             meta = cluster_backend.run(transformed_examples, transform_graph, module_file, model, tensorboard,
-                                       hparams, workers, checkpoint_dir, cluster_backend.parse_config(cluster))
+                                       hparams, workers, checkpoint_dir, config)
         else:
             raise SlipwayError(f"backend {backend!r}: expected local or kubernetes")
         step.output("model", "Model", model, meta)

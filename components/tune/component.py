@@ -21,13 +21,15 @@ def tune(
     workers: int = 1,
     cluster: str = "{}",
     trial_timeout_s: float = 0.0,
+    trainer_image: str = "",
 ) -> str:
     """Hyper-parameter search with a Katib v1beta1 spec (objective, algorithm, parameters, trial counts,
     earlyStopping medianstop): local trial processes (optuna) or a Katib Experiment (backend kubernetes).
 
     search_spec is the spec as JSON or YAML text (or a path to a file). Trials run the trainer with
     trial_hyperparameters over hyperparameters. Returns the base hyperparameters merged with the best
-    parameters as a JSON string, for the train step; best_hyperparameters holds the whole result.
+    parameters as a JSON string, for the train step; best_hyperparameters holds the whole result. trainer_image:
+    the Katib trials' image when `cluster` names none; the pipelines pass the trainer image pinned by digest.
     """
     import json
 
@@ -44,7 +46,7 @@ def tune(
         result = executor.run(
             transformed_examples.path, transform_graph.path, module_file, search_spec, best_hyperparameters.path,
             report.path, hyperparameters, trial_hyperparameters, backend, cluster, workers,
-            trial_timeout_s=trial_timeout_s, identity=best_hyperparameters.uri,
+            trial_timeout_s=trial_timeout_s, identity=best_hyperparameters.uri, trainer_image=trainer_image,
         )
         for name, value in tune_report.metrics_for_kfp(result).items():
             metrics.log_metric(name, value)

@@ -52,6 +52,7 @@ def run(
     work_dir: str = "",
     trial_timeout_s: float = 0,
     identity: str = "",
+    trainer_image: str = "",
 ) -> dict:
     """Run the search; write the result JSON and an HTML table of trials; return the result."""
     spec = load_spec(search_spec)
@@ -68,8 +69,9 @@ def run(
             module_file=module_file, base_hyperparameters=for_trials, trial_timeout_s=trial_timeout_s or None,
         )
     elif backend == "kubernetes":
-        result = _run_katib(spec, transformed_examples_dir, transform_graph_dir, module_file, for_trials, cluster,
-                            workers, identity or result_path, os.path.dirname(result_path) or ".")
+        result = _run_katib(spec, transformed_examples_dir, transform_graph_dir, module_file, for_trials,
+                            parse_config(cluster, default_image=trainer_image), workers, identity or result_path,
+                            os.path.dirname(result_path) or ".")
     else:
         raise SlipwayError(f"backend {backend!r}: expected local or kubernetes")
     result["hyperparameters"] = {**base, **result["parameters"]}
@@ -79,8 +81,7 @@ def run(
     return result
 
 
-def _run_katib(spec, examples, graph, module_file, for_trials, cluster_text, workers, identity, reference_dir):
-    config = parse_config(cluster_text)
+def _run_katib(spec, examples, graph, module_file, for_trials, config, workers, identity, reference_dir):
     key = hashlib.sha256(identity.encode()).hexdigest()[:12]
     trial = katib.TrialSettings(
         transformed_examples=gfile_uri(examples), transform_graph=gfile_uri(graph), module_file=module_file,

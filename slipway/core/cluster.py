@@ -58,9 +58,14 @@ def load_settings_object(text: str | dict) -> dict:
     return raw
 
 
-def parse_config(text: str | dict) -> ClusterConfig:
-    """The component's `cluster` JSON -> ClusterConfig; unknown keys and wrong types are one-line errors."""
+def parse_config(text: str | dict, default_image: str = "") -> ClusterConfig:
+    """The component's `cluster` JSON -> ClusterConfig; unknown keys and wrong types are one-line errors.
+
+    default_image: the trainer image when the JSON names none (the components pass their `trainer_image` input,
+    whose default the compiled YAML pins by digest)."""
     raw = load_settings_object(text)
+    if default_image and "image" not in raw:
+        raw["image"] = default_image
     known = {f.name: f for f in fields(ClusterConfig)}
     unknown = sorted(set(raw) - set(known))
     if unknown:
