@@ -43,8 +43,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def shutdown_horovod() -> None:
+    """Finalize MPI before the rank exits: under a plain mpirun (the MPI Operator's launcher) a rank that exits
+    without MPI_Finalize fails the whole job ("exiting improperly"), even after training finished."""
+    hvd = sys.modules.get("horovod.tensorflow")
+    if hvd is not None and hvd.is_initialized():
+        hvd.shutdown()
+
+
 if __name__ == "__main__":
     code = main()
+    shutdown_horovod()
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: tensorflow-io's s3 filesystem aborts in it ("pure virtual method called"),
