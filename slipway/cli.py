@@ -206,9 +206,9 @@ def _containers(arguments: dict, workdir: Path):
     settings = ContainerSettings(writable=[str(workdir)], readable=inputs)
     if os.geteuid() == 0:
         check_writable_by_image_user(workdir)
-    else:  # rootless podman: the image's user is this user on the host, so the workdir is writable
-        settings.podman_run_args.append(f"--userns=keep-id:uid={settings.user.split(':')[0]},gid="
-                                        f"{settings.user.split(':')[1]}")
+    else:  # rootless podman: map this user to the image's user, so the workdir is writable in the container
+        uid, gid = settings.user.split(":")
+        settings.podman_run_args.append(f"--userns=keep-id:uid={uid},gid={gid}")
     return arguments, settings
 
 

@@ -87,7 +87,8 @@ def podman(*args: str, log: Path | None = None, check: bool = True) -> subproces
             result = subprocess.run(["podman", *args], stdout=out, stderr=subprocess.STDOUT, text=True,
                                     env=podman_env())
     if check and result.returncode != 0:
-        detail = _first_error(log.read_text() if log else (result.stderr or result.stdout))
+        # Only this command's part of the log: an image's log holds its earlier (successful) builds too.
+        detail = _first_error(log.read_text().rsplit("\n$ podman ", 1)[-1] if log else (result.stderr or result.stdout))
         where = f" (full log: {log})" if log else ""
         raise SlipwayError(f"images: podman {args[0]} failed: {detail}{where}")
     return result
@@ -210,6 +211,9 @@ class Builder:
         partial.unlink(missing_ok=True)
         podman("save", "--quiet", "--format", "docker-archive", "--output", str(partial), tag, log=log)
         partial.replace(archive)
+        for stale in archive.parent.glob(f"{recipe.name}-environment-*.tar"):  # gigabytes each: keep the newest
+            if stale != archive:
+                stale.unlink()
         self.stage(f"{recipe.name} environment", f"saved to the cache ({archive.stat().st_size >> 20} MiB)",
                    started)
         return tag

@@ -62,7 +62,7 @@ def parse_config(text: str | dict, default_image: str = "") -> ClusterConfig:
     """The component's `cluster` JSON -> ClusterConfig; unknown keys and wrong types are one-line errors.
 
     default_image: the trainer image when the JSON names none (the components pass their `trainer_image` input,
-    whose default the compiled YAML pins by digest)."""
+    which the compiled pipelines set to the trainer image pinned by digest)."""
     raw = load_settings_object(text)
     if default_image and "image" not in raw:
         raw["image"] = default_image
