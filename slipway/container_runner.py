@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slipway.core.errors import SlipwayError
-from slipway.images import podman_env
+from slipway.images import is_loopback, podman_env
 
 # Passed by name from this process to every step container when set.
 PASSED_ENV_PREFIXES = ("SLIPWAY_", "S3_", "AWS_")
@@ -60,17 +60,12 @@ def podman_run_command(settings: ContainerSettings, image: str, command: list[st
     for host, inside in settings.readable.items():
         mounts += ["-v", f"{host}:{inside}:ro"]
     flags = ["--rm", "--name", name, f"--network={settings.network}", "--user", settings.user,
-             "--pull=missing", "--tls-verify=false" if _loopback_registry(image) else "--tls-verify=true"]
+             "--pull=missing", "--tls-verify=false" if is_loopback(image) else "--tls-verify=true"]
     if settings.read_only_root:
         flags += ["--read-only", "--read-only-tmpfs=true"]
     flags += settings.podman_run_args
     return ["podman", *settings.podman_global_args, "run", *flags, *mounts, *passed_environment(),
             "--entrypoint", command[0], image, *command[1:]]
-
-
-def _loopback_registry(image: str) -> bool:
-    host = image.split("/", 1)[0]
-    return host.startswith(("127.", "localhost"))
 
 
 INPUTS_MOUNT = "/mnt/inputs"

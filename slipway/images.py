@@ -29,7 +29,7 @@ from pathlib import Path
 from slipway import __version__
 from slipway.core.artifacts import atomic_write_text
 from slipway.core.errors import SlipwayError
-from slipway.core.images import DIGESTS_FILE, IMAGE_NAMES, repository_name
+from slipway.core.images import DIGESTS_FILE, IMAGE_NAMES, read_digests, repository_name
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTAINERS_CONF = ROOT / "images" / "containers.conf"
@@ -269,6 +269,7 @@ class Builder:
 
 
 def is_loopback(registry: str) -> bool:
+    """A registry (or image reference) on this machine: plain HTTP, so TLS verification is off for it only."""
     host = registry.split("/", 1)[0].rsplit(":", 1)[0]
     return host in ("localhost", "127.0.0.1", "[::1]") or host.startswith("127.")
 
@@ -296,15 +297,6 @@ def build_images(options: BuildOptions) -> dict:
     total = sum(seconds for _, seconds, _ in builder.times)
     print(f"images: total {total:.1f} s; digests written to {options.digests_file}", file=sys.stderr)
     return record
-
-
-def read_digests(path: Path) -> dict:
-    if not path.exists():
-        return {}
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise SlipwayError(f"images: {path} is not valid JSON ({exc.msg})") from None
 
 
 def add_images_parser(commands) -> None:

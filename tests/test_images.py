@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from slipway.core.testing import free_port
 from slipway.images import CONTAINERS_CONF, ROOT
 
 pytestmark = pytest.mark.slow
@@ -47,12 +48,6 @@ def podman(*args: str, check: bool = True, env: dict | None = None,
     if check and result.returncode != 0:
         raise AssertionError(f"podman {' '.join(args[:3])} failed ({result.returncode}): {result.stderr[-2000:]}")
     return result
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def slipway(*args: str, env: dict | None = None, timeout: float = 3600) -> subprocess.CompletedProcess:

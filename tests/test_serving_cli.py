@@ -15,15 +15,10 @@ import numpy as np
 import pytest
 
 from slipway import cli
+from slipway.core.testing import free_port
 from slipway.serving import process, testing
 
 NAME = "blobs"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _start_serve(*args: str) -> tuple[subprocess.Popen, str]:
@@ -48,7 +43,7 @@ def test_serve_predict_and_ctrl_c(tmp_path: Path, serving_model: Path, capsys):
     import tensorflow as tf
 
     base, _ = testing.make_model_base(tmp_path, serving_model, name=NAME)
-    port = _free_port()
+    port = free_port()
     serve, first_line = _start_serve(base, "--port", str(port))
     url = f"http://127.0.0.1:{port}"
     try:
@@ -129,7 +124,7 @@ def test_serve_names_a_port_that_is_taken(tmp_path: Path, serving_model: Path, c
 
 def test_predict_errors_are_one_line(tmp_path: Path, capsys):
     rows = _rows_csv(tmp_path / "rows.csv")
-    port = _free_port()
+    port = free_port()
     assert cli.main(["predict", f"http://127.0.0.1:{port}", str(rows), "--name", NAME]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: http://127.0.0.1:{port}/v1/models/{NAME}/metadata: ") and "refused" in err

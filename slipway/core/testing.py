@@ -159,17 +159,22 @@ def make_inputs(root: Path, num_classes: int = 2, train: int = 300, eval_: int =
     return {"examples": examples, "schema": write_schema(root / "schema"), "module": module}
 
 
-@contextlib.contextmanager
-def loopback_s3(bucket: str = "slipway-test"):
-    """A real S3-compatible server (moto) on 127.0.0.1 with one bucket; yields the environment clients need."""
+def free_port() -> int:
+    """A TCP port nothing listens on at 127.0.0.1 now."""
     import socket
-
-    import boto3
-    from moto.server import ThreadedMotoServer
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def loopback_s3(bucket: str = "slipway-test"):
+    """A real S3-compatible server (moto) on 127.0.0.1 with one bucket; yields the environment clients need."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
