@@ -43,7 +43,6 @@ class ContainerSettings:
     read_only_root: bool = True
     user: str = IMAGE_USER
     network: str = "host"  # loopback services (an S3 server, an MLMD endpoint) stay reachable, as in a subprocess
-    podman_global_args: list[str] = field(default_factory=list)  # e.g. --root/--runroot for another image store
     podman_run_args: list[str] = field(default_factory=list)  # e.g. --userns for rootless podman
 
 
@@ -64,7 +63,7 @@ def podman_run_command(settings: ContainerSettings, image: str, command: list[st
     if settings.read_only_root:
         flags += ["--read-only", "--read-only-tmpfs=true"]
     flags += settings.podman_run_args
-    return ["podman", *settings.podman_global_args, "run", *flags, *mounts, *passed_environment(),
+    return ["podman", "run", *flags, *mounts, *passed_environment(),
             "--entrypoint", command[0], image, *command[1:]]
 
 
@@ -118,7 +117,7 @@ class PodmanTaskHandler:
                 sys.stdout.write(line)
             code = process.wait()
         except BaseException:  # Ctrl-C or a kill of this process: the step's container goes with it
-            subprocess.run(["podman", *self.settings.podman_global_args, "rm", "--force", "--time", "5", name],
+            subprocess.run(["podman", "rm", "--force", "--time", "5", name],
                            capture_output=True, env=podman_env())
             raise
         return status.Status.SUCCESS if code == 0 else status.Status.FAILURE

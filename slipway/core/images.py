@@ -14,13 +14,13 @@ import os
 import re
 from pathlib import Path
 
+from slipway import __version__
 from slipway.core.errors import SlipwayError
 
 IMAGE_NAMES = ("runtime", "trainer", "serving")
 DIGESTS_ENV = "SLIPWAY_IMAGE_DIGESTS"
 DIGESTS_FILE = Path(__file__).resolve().parents[2] / "images" / "digests.json"
 DEFAULT_REGISTRY = "ghcr.io/slipway-ml"
-VERSION_TAG = "0.1.0"
 # What the components need: the runtime is every step's image, the trainer runs MPIJob pods and Katib trials.
 REQUIRED_BY_COMPONENTS = ("runtime", "trainer")
 PINNED = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -50,7 +50,7 @@ def image_reference(name: str, record: dict | None = None) -> str:
     entry = (read_digests() if record is None else record).get(name) or {}
     if entry.get("image") and PINNED.search("@" + str(entry.get("digest", ""))):
         return f"{entry['image']}@{entry['digest']}"
-    return f"{repository_name(DEFAULT_REGISTRY, name)}:{VERSION_TAG}"
+    return f"{repository_name(DEFAULT_REGISTRY, name)}:{__version__}"
 
 
 def require_pinned(names: tuple[str, ...] = REQUIRED_BY_COMPONENTS) -> None:
