@@ -15,6 +15,9 @@ from slipway.core.errors import SlipwayError
 from slipway.core.launcher import RULES, ResourceRef
 
 FIELD_MANAGER = "slipway"  # who wrote a field, in the object's managedFields
+# (connect, read) seconds for every API call: a hung connection must not outlive the step's own timeout or the
+# 30 s grace period after SIGTERM (launcher.CLEANUP_ATTEMPTS tries of a delete fit in it).
+REQUEST_TIMEOUT_S = (3.0, 10.0)
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:
@@ -69,7 +72,7 @@ class KubeClient:
 
         try:
             return self.custom.get_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural,
-                                                            ref.name)
+                                                            ref.name, _request_timeout=REQUEST_TIMEOUT_S)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -77,7 +80,8 @@ class KubeClient:
 
     def create(self, body: dict) -> dict:
         ref = ref_for(body)
-        return self.custom.create_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural, body)
+        return self.custom.create_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural, body,
+                                                         _request_timeout=REQUEST_TIMEOUT_S)
 
     def replace(self, body: dict) -> dict:
         # A PUT: metadata.resourceVersion in body makes it conditional (409 Conflict when someone wrote since).
@@ -85,7 +89,8 @@ class KubeClient:
         if not (body.get("metadata") or {}).get("resourceVersion"):
             raise SlipwayError(f"{ref}: replace needs metadata.resourceVersion (optimistic concurrency)")
         return self.custom.replace_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural,
-                                                            ref.name, body, field_manager=FIELD_MANAGER)
+                                                            ref.name, body, field_manager=FIELD_MANAGER,
+                                                            _request_timeout=REQUEST_TIMEOUT_S)
 
     def delete(self, ref: ResourceRef) -> None:
         from kubernetes import client
@@ -99,19 +104,27 @@ class KubeClient:
         )
         try:
             self.custom.delete_namespaced_custom_object(ref.group, ref.version, ref.namespace, ref.plural, ref.name,
-                                                        body=options)
+                                                        body=options, _request_timeout=REQUEST_TIMEOUT_S)
         except ApiException as exc:
             if exc.status != 404:
                 raise
 
     def primary_log_tail(self, ref: ResourceRef, selector: dict[str, str], lines: int) -> str:
-        pods = self.core.list_namespaced_pod(ref.namespace, label_selector=label_selector(selector)).items
+        pods = self.core.list_namespaced_pod(ref.namespace, label_selector=label_selector(selector),
+                                             _request_timeout=REQUEST_TIMEOUT_S).items
         pod = newest_pod(pods)
         if pod is None:
             return f"(no pod matches {label_selector(selector)})"
         container = pod.spec.containers[0].name if pod.spec and pod.spec.containers else None
         return self.core.read_namespaced_pod_log(pod.metadata.name, ref.namespace, container=container,
-                                                 tail_lines=lines)
+                                                 tail_lines=lines, _request_timeout=REQUEST_TIMEOUT_S)
+
+    def list(self, group: str, version: str, plural: str, namespace: str, labels: Mapping[str, str]) -> list[dict]:
+        """The namespaced custom objects carrying labels (Katib's Trials of one Experiment)."""
+        answer = self.custom.list_namespaced_custom_object(group, version, namespace, plural,
+                                                           label_selector=label_selector(labels),
+                                                           _request_timeout=REQUEST_TIMEOUT_S)
+        return list(answer.get("items") or [])
 
 
 def load_config() -> None:

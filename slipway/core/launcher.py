@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import datetime
 import hashlib
 import json
 import logging
@@ -41,7 +42,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import slipway  # noqa: F401  (environment defaults first)
-from slipway.core.errors import SlipwayError
+from slipway.core.errors import InfrastructureError, PermissionDenied, SlipwayError
 
 log = logging.getLogger("slipway.launcher")
 
@@ -66,6 +67,11 @@ FRESHNESS = ("generation", "observed_change", "none")
 # HTTP statuses worth retrying: throttled, and the server or a proxy in front of it having a bad moment.
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 LOG_TAIL_LINES = 20
+# Cleanup after SIGTERM must end inside Kubernetes' default 30 s grace period: a delete gets this many tries, each
+# bounded by the client's request timeout (slipway.core.kube.REQUEST_TIMEOUT_S), one second apart.
+CLEANUP_ATTEMPTS = 2
+# What each call of the ResourceClient needs from RBAC (for a 403's message); "read log" is two calls.
+VERBS = {"get": "get", "create": "create", "update": "update", "delete": "delete"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -402,7 +408,8 @@ def rule_for(api_version: str, kind: str) -> TerminalRule:
 class Poll:
     """Backoff between status reads (initial_s, then x factor up to max_s); sleep and clock injectable for tests.
 
-    max_api_errors: consecutive transient API errors tolerated before giving up.
+    max_api_errors: consecutive transient API errors tolerated before giving up. wall: the wall clock, to measure
+    a job's age from its creationTimestamp.
     """
 
     initial_s: float = 5.0
@@ -411,6 +418,11 @@ class Poll:
     max_api_errors: int = 6
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+
+    def for_cleanup(self) -> Poll:
+        """The same clocks with a retry budget that fits in a pod's termination grace period."""
+        return dataclasses.replace(self, initial_s=1.0, factor=1.0, max_s=1.0, max_api_errors=CLEANUP_ATTEMPTS)
 
     def delays(self) -> Iterator[float]:
         delay = self.initial_s
@@ -509,6 +521,19 @@ def write_reference(path: str | os.PathLike, ref: ResourceRef | Applied) -> None
         raise
 
 
+def remote_job_reference(artifact: Any, backend: str) -> None:
+    """Fill a component's remote_job output (KFP keeps it; the UI shows its metadata): the launcher's reference
+    file already lies at its path for backend kubernetes; a local run says so, so the artifact is never empty."""
+    applied = read_applied(artifact.path) if backend == "kubernetes" else None
+    if applied is None:
+        Path(artifact.path).parent.mkdir(parents=True, exist_ok=True)
+        Path(artifact.path).write_text(json.dumps({"backend": backend}) + "\n")
+        artifact.metadata.update(backend=backend)
+        return
+    artifact.metadata.update(backend=backend, kind=applied.ref.kind, namespace=applied.ref.namespace,
+                             name=applied.ref.name, uid=applied.ref.uid, action=applied.action)
+
+
 def read_reference(path: str | os.PathLike) -> ResourceRef | None:
     """The object named in path, or None when there is none; a corrupt file is reported and ignored."""
     applied = read_applied(path)
@@ -561,11 +586,23 @@ def _signals_raise() -> Iterator[None]:
             signal.signal(sig, old)
 
 
-class _Api:
-    """Calls through the client, retrying transient errors up to poll.max_api_errors in a row."""
+def permission_denied(ref: ResourceRef, action: str, exc: BaseException) -> PermissionDenied:
+    """A 403 as one line naming the verb, the resource and the namespace the Role must grant."""
+    if action == "read log":
+        needed = "list pods and get pods/log"
+    else:
+        resource = f"{ref.plural}.{ref.group}" if ref.group else ref.plural
+        needed = f"{VERBS.get(action, action)} {resource}"
+    return PermissionDenied(f"{ref}: permission denied: the step's service account may not {needed} in namespace "
+                            f"{ref.namespace} (grant it with the Role in manifests/base); {describe_api_error(exc)}")
 
-    def __init__(self, client: ResourceClient, poll: Poll, what: str):
-        self.client, self.poll, self.what = client, poll, what
+
+class _Api:
+    """Calls through the client, retrying transient errors up to poll.max_api_errors in a row; a 403 becomes a
+    PermissionDenied naming the verb and resource, giving up an InfrastructureError."""
+
+    def __init__(self, client: ResourceClient, poll: Poll, ref: ResourceRef):
+        self.client, self.poll, self.ref, self.what = client, poll, ref, str(ref)
 
     def call(self, action: str, fn: Callable[..., Any], *args: Any) -> Any:
         errors = 0
@@ -574,11 +611,13 @@ class _Api:
             try:
                 return fn(*args)
             except Exception as exc:
+                if api_status(exc) == 403:
+                    raise permission_denied(self.ref, action, exc) from exc
                 if not is_transient(exc):
                     raise
                 errors += 1
                 if errors >= self.poll.max_api_errors:
-                    raise SlipwayError(
+                    raise InfrastructureError(
                         f"{self.what}: {action} failed {errors} times in a row, last: {describe_api_error(exc)}"
                     ) from exc
                 delay = next(delays)
@@ -625,19 +664,37 @@ def run(
     ref = rule.ref(meta["namespace"], meta["name"])
     selector = dict(log_selector) if log_selector is not None else rule.selector_for(ref.name)
     job = _Job(body, client, rule, ref, Path(reference_file), poll, delete_policy, selector)
-    deadline = poll.clock() + timeout_s
     with _signals_raise():
         try:
+            started = poll.clock()
             obj = job.apply_update() if on_exists == "update" else job.attach_or_create()
-            outcome, message, obj = _wait(job, obj, deadline)
+            # A job's time runs from its creation, so a launcher restarted after an hour has the rest, not all of it.
+            age = 0.0 if on_exists == "update" else job_age_s(obj, poll.wall())
+            outcome, message, obj = _wait(job, obj, started + timeout_s - age)
         except _Signalled as sig:
             raise Interrupted(job.after_signal(signal.Signals(sig.signum).name)) from None
         except _Timeout as timeout:
-            raise SlipwayError(job.after_timeout(timeout_s, timeout.obj)) from None
+            raise InfrastructureError(job.after_timeout(timeout_s, timeout.obj)) from None
         if outcome == SUCCEEDED:
             log.info("%s succeeded: %s", job.ref, message)
             return job.after_success(obj)
         raise SlipwayError(job.after_failure(message))
+
+
+def job_age_s(obj: Mapping[str, Any] | None, now: float) -> float:
+    """Seconds since the object's metadata.creationTimestamp (0 when it has none or it lies in the future)."""
+    stamp = _meta(obj).get("creationTimestamp")
+    if not stamp:
+        return 0.0
+    if not isinstance(stamp, datetime.datetime):  # the kubernetes client returns JSON text for custom objects
+        try:
+            stamp = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+        except ValueError:
+            log.warning("ignoring unreadable creationTimestamp %r", stamp)
+            return 0.0
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.UTC)
+    return max(0.0, now - stamp.timestamp())
 
 
 def _check_arguments(body: Mapping[str, Any], rule: TerminalRule, timeout_s: float, delete_policy: str,
@@ -673,7 +730,8 @@ class _Job:
         self.body, self.client, self.rule, self.ref = body, client, rule, ref
         self.reference_file, self.poll, self.delete_policy = reference_file, poll, delete_policy
         self.selector = selector
-        self.api = _Api(client, poll, str(ref))
+        self.api = _Api(client, poll, ref)
+        self.cleanup_api = _Api(client, poll.for_cleanup(), ref)
         self.applied: Applied | None = None
         self.update_mode = False
 
@@ -724,6 +782,8 @@ class _Job:
         """(object, created by us); a 409 means someone (our previous incarnation) created it meanwhile."""
         try:
             return self.api.call("create", self.client.create, self.body), True
+        except SlipwayError:
+            raise
         except Exception as exc:
             if api_status(exc) != 409:
                 raise SlipwayError(f"{self.ref}: create refused: {describe_api_error(exc)}") from exc
@@ -768,6 +828,8 @@ class _Job:
         self.record(Applied(self.ref, CREATING))
         try:
             stored = self.api.call("create", self.client.create, self.body)
+        except SlipwayError:
+            raise
         except Exception as exc:
             if api_status(exc) == 409:
                 return None
@@ -787,6 +849,8 @@ class _Job:
         self.record(self._intent(live, saved))
         try:
             stored = self.api.call("update", self.client.replace, _desired(self.body, live))
+        except SlipwayError:
+            raise
         except Exception as exc:
             if api_status(exc) in (404, 409):
                 log.info("%s: %s; re-reading it", self.ref, describe_api_error(exc))
@@ -832,8 +896,8 @@ class _Job:
 
     def after_timeout(self, timeout_s: float, obj: Mapping[str, Any] | None) -> str:
         if not self.update_mode:
-            _delete_quietly(self.api, self.client, self.ref, "after the timeout")
-            return f"{self.ref} did not finish within {timeout_s:g} s; deleted it"
+            deleted = _delete_quietly(self.cleanup_api, self.client, self.ref, "after the timeout")
+            return f"{self.ref} did not finish within {timeout_s:g} s of its creation; {deleted}"
         conditions = ((obj or {}).get("status") or {}).get("conditions") or []
         last = last_condition(conditions)
         stale = self.rule.staleness(obj or {}, self.applied)
@@ -846,12 +910,13 @@ class _Job:
     def after_signal(self, name: str) -> str:
         if self.update_mode:
             return f"{self.ref}: {name} received while waiting; {self.undo()}"
-        if self.applied is not None or _is_ours(self.api, self.client, self.ref, self.body):
-            _delete_quietly(self.api, self.client, self.ref, f"after {name}")
-        return f"{self.ref}: {name} received while waiting; deleted the {self.rule.kind}"
+        if self.applied is not None or _is_ours(self.cleanup_api, self.client, self.ref, self.body):
+            return f"{self.ref}: {name} received while waiting; " + _delete_quietly(
+                self.cleanup_api, self.client, self.ref, f"after {name}")
+        return f"{self.ref}: {name} received while waiting; nothing was created"
 
     def undo(self) -> str:
-        return _undo(self.api, self.client, self.applied, self.delete_policy, self.reference_file, self.body)
+        return _undo(self.cleanup_api, self.client, self.applied, self.delete_policy, self.reference_file, self.body)
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -991,13 +1056,13 @@ def revert(client: ResourceClient, reference_file: str | os.PathLike, poll: Poll
     applied = read_applied(reference_file)
     if applied is None:
         raise SlipwayError(f"launcher: no reference file at {reference_file}: nothing to revert")
-    return _undo(_Api(client, poll or Poll(), str(applied.ref)), client, applied, delete_policy, Path(reference_file))
+    return _undo(_Api(client, poll or Poll(), applied.ref), client, applied, delete_policy, Path(reference_file))
 
 
 def modify(client: ResourceClient, ref: ResourceRef, change: Callable[[dict], None], poll: Poll | None = None) -> dict:
     """GET the object, apply change to a copy, PUT it with its resourceVersion (409: re-read and retry); returns the
     stored object. For a step between a wait and a rollback (a canary's traffic set to 0 first)."""
-    stored = _put_changed(_Api(client, poll or Poll(), str(ref)), client, ref, change)
+    stored = _put_changed(_Api(client, poll or Poll(), ref), client, ref, change)
     if stored is None:
         raise SlipwayError(f"{ref} does not exist")
     return stored
@@ -1009,10 +1074,10 @@ def _wait(job: _Job, obj: dict | None, deadline: float) -> tuple[str, str, dict]
     last_state = None
     while True:
         if obj is None:
-            raise SlipwayError(f"{ref} disappeared while waiting (deleted by someone else?)")
+            raise InfrastructureError(f"{ref} disappeared while waiting (deleted by someone else?)")
         uid = _meta(obj).get("uid", "")
         if ref.uid and uid and uid != ref.uid:
-            raise SlipwayError(f"{ref} was replaced by another object (uid {uid}, expected {ref.uid})")
+            raise InfrastructureError(f"{ref} was replaced by another object (uid {uid}, expected {ref.uid})")
         outcome, message = job.rule.decide(obj, job.applied)
         if outcome is not None:
             return outcome, message, obj
@@ -1037,12 +1102,17 @@ def _is_ours(api: _Api, client: ResourceClient, ref: ResourceRef, body: Mapping[
     return existing is not None and not _owner_mismatch(body, existing)
 
 
-def _delete_quietly(api: _Api, client: ResourceClient, ref: ResourceRef, why: str) -> None:
+def _delete_quietly(api: _Api, client: ResourceClient, ref: ResourceRef, why: str) -> str:
+    """Delete ref; returns what happened as a clause of an error message ("deleted the MPIJob" only when the delete
+    call succeeded). Never raises: cleanup must not hide the error being reported."""
     try:
         api.call("delete", client.delete, ref)
-        log.info("deleted %s %s", ref, why)
-    except Exception as exc:  # cleanup must not hide the error being reported
-        log.error("could not delete %s %s: %s", ref, why, describe_api_error(exc))
+    except Exception as exc:
+        detail = str(exc) if isinstance(exc, SlipwayError) else describe_api_error(exc)
+        log.error("could not delete %s %s: %s", ref, why, detail)
+        return f"could not delete the {ref.kind} ({detail}); delete it by hand"
+    log.info("deleted %s %s", ref, why)
+    return f"deleted the {ref.kind}"
 
 
 def _log_tail(api: _Api, client: ResourceClient, ref: ResourceRef, selector: Mapping[str, str],

@@ -26,7 +26,13 @@ from kubernetes.client.exceptions import ApiException
 
 import slipway  # noqa: F401
 from slipway.core import kube, launcher
-from slipway.core.errors import SlipwayError
+from slipway.core.errors import (
+    EXIT_INFRASTRUCTURE_ERROR,
+    EXIT_USER_ERROR,
+    InfrastructureError,
+    PermissionDenied,
+    SlipwayError,
+)
 from slipway.core.launcher import KSERVE_INFERENCE_SERVICE, MPIJOB, Poll, ResourceRef, StatusMatch
 
 TESTDATA = Path(__file__).parent / "testdata"
@@ -72,6 +78,7 @@ class FakeApiServer:
         self.before_replace = None
         self.prune = None  # called with each object written: drop what the CRD's schema does not know
         self.revision = 0
+        self.created_at = ""  # creationTimestamp of the objects it stores (default: now)
         self.lock = threading.RLock()  # a test thread may play the controller
 
     # the API -------------------------------------------------------------------------------------------------
@@ -149,7 +156,7 @@ class FakeApiServer:
     def store(self, body: dict, step: int = -1, status: dict | None = None) -> dict:
         obj = copy.deepcopy(body)
         obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self._next_revision(), generation=1,
-                               creationTimestamp="2026-07-10T09:00:00Z")
+                               creationTimestamp=self.created_at or _utc_now())
         obj.pop("status", None)
         if self.prune:
             self.prune(obj)
@@ -201,6 +208,10 @@ class FakeClock:
 
     def __call__(self):
         return self.now
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def mpijob_body(name="train-abc", run_id="run-1", task="train") -> dict:
@@ -378,9 +389,17 @@ def test_a_refused_create_fails_at_once_with_the_servers_message(tmp_path, poll)
     server = FakeApiServer()
     server.errors["create"] = [api_error(403, "Forbidden", 'mpijobs.kubeflow.org is forbidden: User "system:'
                                                            'serviceaccount:ml:default" cannot create resource')]
-    with pytest.raises(SlipwayError, match=r"MPIJob ml/train-abc: create refused: HTTP 403 Forbidden: mpijobs"):
+    with pytest.raises(PermissionDenied, match=r"^MPIJob ml/train-abc: permission denied: the step's service account "
+                       r"may not create mpijobs.kubeflow.org in namespace ml .*HTTP 403 Forbidden: mpijobs") as caught:
         run(server, tmp_path, poll)
     assert server.count("create") == 1 and not (tmp_path / "ref" / "job.json").exists()
+    assert caught.value.exit_code == EXIT_USER_ERROR
+
+
+def test_a_refused_log_read_names_both_calls_it_needs():
+    ref = ResourceRef("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", "ml", "train-abc")
+    denied = launcher.permission_denied(ref, "read log", api_error(403, "Forbidden", "pods is forbidden"))
+    assert "may not list pods and get pods/log in namespace ml" in str(denied)
 
 
 # --- timeout, signals, cleanup -------------------------------------------------------------------------------------
@@ -389,10 +408,45 @@ def test_a_refused_create_fails_at_once_with_the_servers_message(tmp_path, poll)
 def test_timeout_deletes_the_job_and_names_it(tmp_path, poll, clock):
     server = FakeApiServer(("created", "running"))
     start = clock.now
-    with pytest.raises(SlipwayError, match=r"^MPIJob ml/train-abc did not finish within 60 s; deleted it$"):
+    with pytest.raises(InfrastructureError,
+                       match=r"^MPIJob ml/train-abc did not finish within 60 s of its creation; deleted the MPIJob$"):
         run(server, tmp_path, poll, timeout_s=60, delete_policy="never")
     assert not server.objects and server.count("delete") == 1
-    assert clock.now - start == pytest.approx(60)
+    assert clock.now - start == pytest.approx(60, abs=1.5)  # creationTimestamp has whole seconds
+
+
+def test_the_timeout_runs_from_the_jobs_creation_not_from_a_reattach(tmp_path, poll, clock):
+    server = FakeApiServer(("created", "running"))
+    server.created_at = (datetime.datetime.now(datetime.UTC)
+                         - datetime.timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    start = clock.now
+    with pytest.raises(InfrastructureError, match="did not finish within 60 s of its creation"):
+        run(server, tmp_path, poll, timeout_s=60)
+    assert clock.now - start == pytest.approx(10, abs=2)  # 50 of its 60 s were spent before this launcher came
+
+
+def test_a_timeout_whose_delete_fails_does_not_say_deleted(tmp_path, poll):
+    server = FakeApiServer(("created", "running"))
+    server.errors["delete"] = [api_error(403, "Forbidden", "mpijobs.kubeflow.org is forbidden")]
+    with pytest.raises(InfrastructureError) as caught:
+        run(server, tmp_path, poll, timeout_s=60)
+    message = str(caught.value)
+    assert "deleted the" not in message and caught.value.exit_code == EXIT_INFRASTRUCTURE_ERROR
+    assert "could not delete the MPIJob (MPIJob ml/train-abc: permission denied" in message
+    assert server.objects, "the object is still there, as the message says"
+
+
+def test_cleanup_retries_fit_in_the_termination_grace_period(tmp_path, clock):
+    server = FakeApiServer(("created", "running"))
+    server.errors["delete"] = [api_error(503, "Unavailable", "etcd")] * 10
+    slept = []
+    poll = Poll(sleep=lambda s: (slept.append(s), clock.sleep(s)), clock=clock)
+    with pytest.raises(InfrastructureError, match=r"could not delete the MPIJob \(MPIJob ml/train-abc: delete failed "
+                                                   r"2 times in a row"):
+        run(server, tmp_path, poll, timeout_s=30)
+    cleanup_sleeps = slept[-(launcher.CLEANUP_ATTEMPTS - 1):]
+    worst = launcher.CLEANUP_ATTEMPTS * sum(kube.REQUEST_TIMEOUT_S) + sum(cleanup_sleeps)
+    assert server.count("delete") == launcher.CLEANUP_ATTEMPTS and worst < 30
 
 
 def test_sigterm_while_polling_deletes_the_job_and_restores_the_handler(tmp_path):
@@ -525,7 +579,8 @@ def test_kube_client_replace_is_a_conditional_put_by_slipway():
     body["metadata"]["resourceVersion"] = "7"
     assert client.replace(body) == {"metadata": {"resourceVersion": "8"}}
     custom.replace_namespaced_custom_object.assert_called_once_with(
-        "serving.kserve.io", "v1beta1", "ml", "inferenceservices", "taxi", body, field_manager="slipway")
+        "serving.kserve.io", "v1beta1", "ml", "inferenceservices", "taxi", body, field_manager="slipway",
+        _request_timeout=kube.REQUEST_TIMEOUT_S)
     with pytest.raises(SlipwayError, match="replace needs metadata.resourceVersion"):
         client.replace(isvc_body())
 
