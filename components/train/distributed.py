@@ -1,7 +1,8 @@
 """`python -m slipway.components.train.distributed`: the training entry point every rank runs.
 
 The same command runs as a single process, under horovodrun/mpirun with N ranks on one machine, and in an
-MPIJob's launcher on a cluster; trainer.py decides from the environment whether Horovod is in charge.
+MPIJob's launcher on a cluster; trainer.py decides from the environment whether Horovod is in charge. Every
+launcher builds the command line with slipway/core/trainer_command.py; build_parser() is its other half.
 """
 
 from __future__ import annotations
@@ -13,23 +14,29 @@ import sys
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 from slipway.core.errors import SlipwayError
+from slipway.core.trainer_command import ENTRY_POINT_MODULE
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m slipway.components.train.distributed", description=__doc__)
+def build_parser() -> argparse.ArgumentParser:
+    """The entry point's flags: exactly those slipway.core.trainer_command.TrainerCommand produces."""
+    parser = argparse.ArgumentParser(prog=f"python -m {ENTRY_POINT_MODULE}", description=__doc__)
     parser.add_argument("--transformed-examples", required=True)
     parser.add_argument("--transform-graph", required=True)
     parser.add_argument("--module-file", required=True)
     parser.add_argument("--model-dir", required=True)
-    parser.add_argument("--tensorboard-dir", required=True)
-    parser.add_argument("--hyperparameters", default="{}", help="JSON object (already merged with defaults)")
+    parser.add_argument("--tensorboard-dir", default="", help="TensorBoard logs (rank 0); none when not given")
     parser.add_argument("--checkpoint-dir", default="")
+    parser.add_argument("--hyperparameters", default="{}", help="JSON object (already merged with defaults)")
     parser.add_argument("--digest-dir", default="", help="each rank writes a digest of its final weights here")
     parser.add_argument("--no-export", action="store_true", help="train and report metrics only (tuning trials)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     from slipway.components.train import trainer
-    from slipway.components.train.executor import load_user_module, resolve_hyperparameters
+    from slipway.components.train.model_module import load_user_module, resolve_hyperparameters
 
     try:
         hparams = resolve_hyperparameters(load_user_module(args.module_file), args.hyperparameters)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
-import math
 import os
 import re
 import shutil
@@ -21,65 +19,19 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
-from slipway.core import storage
+
+# also executor's own API: components/train/component.py calls executor.resolve_hyperparameters / load_user_module
+from slipway.components.train.model_module import load_user_module, resolve_hyperparameters
 from slipway.core.artifacts import read_json, staged_output
 from slipway.core.errors import SlipwayError
-from slipway.core.modules import load_module, optional_dict
+from slipway.core.trainer_command import TrainerCommand, entry_point
 
-DEFAULT_HYPERPARAMETERS = {"epochs": 5, "batch_size": 128, "learning_rate": 0.001, "seed": 42}
 MODEL_META = "model_meta.json"
 LOG_TAIL_LINES = 30
-
-_POSITIVE_INTS = ("epochs", "batch_size")
-_JSON_SCALARS = (str, int, float, bool, type(None))
-
-
-def _is_json_value(value) -> bool:
-    if isinstance(value, _JSON_SCALARS):
-        return not (isinstance(value, float) and not math.isfinite(value))
-    if isinstance(value, list | tuple):
-        return all(_is_json_value(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_json_value(v) for k, v in value.items())
-    return False
-
-
-def resolve_hyperparameters(module, given: dict | str | None) -> dict:
-    """Defaults <- the module's hyperparameters() <- the given dict (or JSON string); checked."""
-    if isinstance(given, str):
-        try:
-            given = json.loads(given) if given.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise SlipwayError(f"hyperparameters: not valid JSON: {exc}") from exc
-    if given is None:
-        given = {}
-    if not isinstance(given, dict):
-        raise SlipwayError(f"hyperparameters: expected a JSON object, got {type(given).__name__}")
-    hparams = {**DEFAULT_HYPERPARAMETERS, **optional_dict(module, "hyperparameters"), **given}
-    for name, value in hparams.items():
-        if not isinstance(name, str) or not _is_json_value(value):
-            raise SlipwayError(f"hyperparameter {name!r}: unsupported value {value!r} ({type(value).__name__})")
-    for name in _POSITIVE_INTS:
-        value = hparams[name]
-        if isinstance(value, float) and value.is_integer():
-            value = hparams[name] = int(value)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SlipwayError(f"hyperparameter {name!r}: must be a positive integer, got {value!r}")
-    lr = hparams["learning_rate"]
-    if isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0:
-        raise SlipwayError(f"hyperparameter 'learning_rate': must be a positive number, got {lr!r}")
-    hparams["learning_rate"] = float(lr)
-    seed = hparams["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise SlipwayError(f"hyperparameter 'seed': must be a non-negative integer, got {seed!r}")
-    return hparams
-
-
-def load_user_module(module_file: str):
-    return load_module(module_file, required=("build_keras_model",))
 
 
 def run(
@@ -113,11 +65,9 @@ def run(
             trainer.train(transformed_examples_dir, transform_graph_dir, module_file, str(model), str(logs),
                           hparams, checkpoint_dir, digest_dir)
         else:
-            from slipway.core.mpijob import distributed_args
-
-            args = distributed_args(transformed_examples_dir, transform_graph_dir, module_file, str(model), str(logs),
-                                    checkpoint_dir, json.dumps(hparams, sort_keys=True), digest_dir)
-            run_horovod_locally(workers, args)
+            command = TrainerCommand(transformed_examples_dir, transform_graph_dir, module_file, str(model),
+                                     str(logs), checkpoint_dir, hparams, digest_dir)
+            run_horovod_locally(workers, command)
         meta = read_json(Path(model) / MODEL_META)
     if checkpoint_dir:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)  # exported: a rerun should train afresh
@@ -133,15 +83,16 @@ def run(
     }
 
 
-def run_horovod_locally(workers: int, trainer_args: list[str]) -> None:
-    """horovodrun with `workers` local ranks over Gloo; output streamed; a failed rank named in the error."""
+def run_horovod_locally(workers: int, trainer: TrainerCommand | Sequence[str]) -> None:
+    """horovodrun with `workers` local ranks over Gloo; output streamed; a failed rank named in the error.
+
+    trainer: the ranks' command (this interpreter runs it), or just its flags (TrainerCommand(...).args())."""
     horovodrun = Path(sys.executable).with_name("horovodrun")
     if not horovodrun.exists():
         raise SlipwayError(f"train: workers={workers} needs Horovod, but {horovodrun} is missing; run .ci/setup")
-    command = [
-        str(horovodrun), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo",
-        sys.executable, "-m", "slipway.components.train.distributed", *trainer_args,
-    ]
+    ranks = trainer.command(sys.executable) if isinstance(trainer, TrainerCommand) \
+        else [*entry_point(sys.executable), *trainer]
+    command = [str(horovodrun), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo", *ranks]
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -193,14 +144,3 @@ def _horovod_failure(workers: int, code: int, tail: list[str]) -> str:
         cause = f"horovodrun exited with status {code}"
     lines = [line for line in tail if line.strip()][-6:]
     return f"train: {cause}; last output: " + " | ".join(lines)
-
-
-def serving_features(transform_graph_dir: str, raw_spec: dict, label: str) -> list[str]:
-    """Raw features a serving request must carry: those the transform graph reads, minus the label."""
-    info_path = storage.join(transform_graph_dir, "slipway_transform.json")
-    names = list(raw_spec)
-    if storage.exists(info_path):
-        used = read_json(info_path).get("transform_input_columns")
-        if used:
-            names = [n for n in used if n in raw_spec]
-    return sorted(n for n in names if n != label)

@@ -1,7 +1,9 @@
-"""Horovod data-parallel training on this machine: real horovodrun, real ranks, real faults."""
+"""The trainer entry point's command line; Horovod data-parallel training on this machine: real horovodrun, real
+ranks, real faults."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -10,10 +12,35 @@ from pathlib import Path
 
 import pytest
 
+from slipway.components.train import distributed
 from slipway.components.train.executor import run
+from slipway.core import trainer_command
 from slipway.core.errors import SlipwayError
+from slipway.core.trainer_command import TrainerCommand
 
 ENTRY = "slipway.components.train.distributed"
+
+
+def test_the_trainer_command_is_what_the_entry_points_parser_accepts():
+    full = TrainerCommand(transformed_examples="s3://b/run/transformed", transform_graph="s3://b/run/graph",
+                          module_file="/opt/modules/taxi.py", model_dir="s3://b/run/model",
+                          tensorboard_dir="s3://b/run/tb", checkpoint_dir="/data/ckpt",
+                          hyperparameters={"epochs": 2, "learning_rate": 0.5}, digest_dir="/data/digests",
+                          no_export=True)
+    argv = full.command("python3")
+    assert argv[:3] == ["python3", "-m", distributed.__name__] and distributed.__name__ == ENTRY
+    parser = distributed.build_parser()
+    expected = {**{f.name: getattr(full, f.name) for f in dataclasses.fields(full)},
+                "hyperparameters": '{"epochs": 2, "learning_rate": 0.5}'}
+    assert vars(parser.parse_args(argv[3:])) == expected
+    # every flag the command can carry is one the parser has, and the parser has no other
+    options = {o for action in parser._actions for o in action.option_strings} - {"-h", "--help"}
+    assert [a for a in full.args() if a.startswith("--")] == trainer_command.flags()  # full sets every flag
+    assert options == set(trainer_command.flags())
+    # a command with only what is required (empty values are left out) parses to the same values
+    least = TrainerCommand("/d/transformed", "/d/graph", "/d/module.py", "/d/model")
+    assert "--tensorboard-dir" not in least.args()
+    assert vars(parser.parse_args(least.args())) == {f.name: getattr(least, f.name) for f in dataclasses.fields(least)}
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import slipway  # noqa: F401
-from slipway.components.train.executor import resolve_hyperparameters, run
+from slipway.components.train.executor import run
+from slipway.components.train.model_module import resolve_hyperparameters
 from slipway.core import testing as testdata
 from slipway.core.errors import SlipwayError
 from slipway.core.modules import load_module

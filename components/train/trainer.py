@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
+from slipway.components.train.model_module import load_user_module
 from slipway.core import storage
 from slipway.core.artifacts import examples_meta, read_json, split_files, write_json
 from slipway.core.errors import SlipwayError
@@ -144,8 +145,6 @@ def train(
     Every epoch rank 0 prints one metric line, `epoch=<n> <name>=<value> ...` with all Keras logs (the format
     Katib's StdOut collector parses, and the local tuner too). export=False skips the SavedModel (tuning trials).
     """
-    from slipway.components.train.executor import load_user_module, serving_features
-
     started = time.monotonic()
     storage.ensure_filesystems(transformed_examples_dir, transform_graph_dir, model_dir, tensorboard_dir,
                                checkpoint_dir, digest_dir)
@@ -181,7 +180,7 @@ def train(
     checkpoint, manager, initial_epoch = _checkpointing(
         model, checkpoint_dir, fingerprint(module_file, hparams, transformed_examples_dir), rank
     )
-    if rank == 0:
+    if rank == 0 and tensorboard_dir:  # none: no TensorBoard logs
         callbacks.append(tf.keras.callbacks.TensorBoard(log_dir=tensorboard_dir, update_freq="epoch", profile_batch=0))
     steps = _StepTimer(rank)
     callbacks.append(steps)
@@ -232,6 +231,17 @@ def train(
             },
         )
     return result
+
+
+def serving_features(transform_graph_dir: str, raw_spec: dict, label: str) -> list[str]:
+    """Raw features a serving request must carry: those the transform graph reads, minus the label."""
+    info_path = storage.join(transform_graph_dir, "slipway_transform.json")
+    names = list(raw_spec)
+    if storage.exists(info_path):
+        used = read_json(info_path).get("transform_input_columns")
+        if used:
+            names = [n for n in used if n in raw_spec]
+    return sorted(n for n in names if n != label)
 
 
 def metric_line(epoch: int, logs: dict) -> str:

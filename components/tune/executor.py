@@ -17,8 +17,9 @@ from pathlib import Path
 import slipway  # noqa: F401  (environment defaults first)
 from slipway.components.tune import katib, local, report
 from slipway.components.tune.spec import load_spec
+from slipway.core import storage
 from slipway.core.artifacts import atomic_write_text
-from slipway.core.cluster import gfile_uri, own_namespace, parse_config, storage_spec
+from slipway.core.cluster import ClusterConfig, gfile_uri, own_namespace, parse_config, storage_spec
 from slipway.core.errors import SlipwayError
 from slipway.core.mpijob import Resources
 
@@ -53,8 +54,18 @@ def run(
     trial_timeout_s: float = 0,
     identity: str = "",
     trainer_image: str = "",
+    transformed_examples_uri: str = "",
+    transform_graph_uri: str = "",
+    reference_file: str = "",
 ) -> dict:
-    """Run the search; write the result JSON and an HTML table of trials; return the result."""
+    """Run the search; write the result JSON and an HTML table of trials; return the result.
+
+    The local backend's trials read transformed_examples_dir and transform_graph_dir. A Katib trial's pod cannot see
+    this step's local paths: with the object store it reads the artifacts' URIs (transformed_examples_uri,
+    transform_graph_uri: KFP's .uri, minio:// read as s3://), with a PVC copies of the inputs on the claim, as
+    train's MPIJob does. module_file reaches the trials as given (a path in the trainer image or on the claim).
+    reference_file: where the launcher keeps the Experiment's reference (the component's remote_job output).
+    """
     spec = load_spec(search_spec)
     base = _json_object(hyperparameters, "hyperparameters")
     for_trials = {**base, **_json_object(trial_hyperparameters, "trial_hyperparameters")}
@@ -69,9 +80,11 @@ def run(
             module_file=module_file, base_hyperparameters=for_trials, trial_timeout_s=trial_timeout_s or None,
         )
     elif backend == "kubernetes":
-        result = _run_katib(spec, transformed_examples_dir, transform_graph_dir, module_file, for_trials,
+        paths = (transformed_examples_dir, transform_graph_dir)
+        uris = (transformed_examples_uri or transformed_examples_dir, transform_graph_uri or transform_graph_dir)
+        result = _run_katib(spec, paths, uris, module_file, for_trials,
                             parse_config(cluster, default_image=trainer_image), workers, identity or result_path,
-                            os.path.dirname(result_path) or ".")
+                            reference_file or os.path.join(os.path.dirname(result_path) or ".", "experiment.ref.json"))
     else:
         raise SlipwayError(f"backend {backend!r}: expected local or kubernetes")
     result["hyperparameters"] = {**base, **result["parameters"]}
@@ -81,16 +94,33 @@ def run(
     return result
 
 
-def _run_katib(spec, examples, graph, module_file, for_trials, config, workers, identity, reference_dir):
+def _trial_inputs(config: ClusterConfig, key: str, paths: tuple[str, str],
+                  uris: tuple[str, str]) -> tuple[str, str, str]:
+    """(scratch folder to remove afterwards or "", transformed examples, transform graph) where the trial pods read
+    them: the artifacts' object-store URIs, or copies of this step's local inputs on the shared claim."""
+    if config.pvc:
+        work = f"{config.mount_path.rstrip('/')}/slipway/{key}"
+        examples_at, graph_at = f"{work}/transformed_examples", f"{work}/transform_graph"
+        storage.copy_tree(paths[0], examples_at)
+        storage.copy_tree(paths[1], graph_at)
+        return work, examples_at, graph_at
+    return "", gfile_uri(uris[0]), gfile_uri(uris[1])
+
+
+def _run_katib(spec, paths, uris, module_file, for_trials, config, workers, identity, reference_file):
     key = hashlib.sha256(identity.encode()).hexdigest()[:12]
+    work, examples, graph = _trial_inputs(config, key, paths, uris)
     trial = katib.TrialSettings(
-        transformed_examples=gfile_uri(examples), transform_graph=gfile_uri(graph), module_file=module_file,
+        transformed_examples=examples, transform_graph=graph, module_file=module_file,
         image=config.image, workers=workers, slots_per_worker=config.slots_per_worker, hyperparameters=for_trials,
         storage=storage_spec(config), resources=Resources(cpu=config.cpu, memory=config.memory, gpus=config.gpus),
         launcher_resources=Resources(cpu=config.launcher_cpu, memory=config.launcher_memory),
         service_account=config.service_account, run_id=key, task="tune",
     )
     name = katib.experiment_name(key)
-    return katib.run_on_cluster(spec, name, own_namespace(config), trial,
-                                reference_file=os.path.join(reference_dir, f"{name}.ref.json"),
-                                timeout_s=config.timeout_s, delete_policy=config.delete_policy)
+    result = katib.run_on_cluster(spec, name, own_namespace(config), trial,
+                                  reference_file=reference_file,
+                                  timeout_s=config.timeout_s, delete_policy=config.delete_policy)
+    if work:
+        storage.remove_tree(work)
+    return result

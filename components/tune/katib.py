@@ -3,11 +3,12 @@
 render_experiment() copies the search spec (components/tune/spec.py, Katib's own shape) 1:1 into the Experiment and
 adds what Slipway owns:
 
-- trialTemplate: each trial runs `python -m slipway.components.train.distributed ... --no-export --hyperparameters
-  '<JSON>'`, as a batch/v1 Job (workers == 1, container "training") or as an MPIJob (kubeflow.org/v2beta1, built by
-  components/train/mpijob.render; primary pod = the launcher, container "mpi-launcher"). The JSON holds the base
-  hyperparameters with every tuned parameter as ${trialParameters.<name>}: numbers unquoted, categorical values
-  quoted, so Katib's textual substitution yields valid JSON. Every trial parameter is declared and used.
+- trialTemplate: each trial runs `python -m slipway.components.train.distributed ... --hyperparameters '<JSON>'
+  --no-export` (built by slipway/core/trainer_command.py), as a batch/v1 Job (workers == 1, container "training")
+  or as an MPIJob (kubeflow.org/v2beta1, built by slipway/core/mpijob.render; primary pod = the launcher, container
+  "mpi-launcher"). The JSON holds the base hyperparameters with every tuned parameter as
+  ${trialParameters.<name>}: numbers unquoted, categorical values quoted, so Katib's textual substitution yields
+  valid JSON. Every trial parameter is declared and used.
 - The primary container's command is `sh -c '<the command line>'`: Katib's StdOut collector re-joins command and
   args with spaces (no quoting) and appends `1>/var/log/katib/metrics.log 2>&1 && echo completed > ...`; given
   `sh -c SCRIPT` it appends to SCRIPT instead, so the JSON argument keeps its quotes. No `exec` in SCRIPT: the
@@ -30,6 +31,8 @@ the SDK-independent result (best_result()). admission_errors() mirrors Katib's a
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import json
 import re
 import shlex
@@ -43,6 +46,7 @@ from slipway.core import launcher, mpijob
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
 from slipway.core.mpijob import ObjectStore, Pvc, Resources
+from slipway.core.trainer_command import TrainerCommand
 
 API_VERSION = f"{launcher.KATIB_EXPERIMENT.group}/{launcher.KATIB_EXPERIMENT.version}"
 KIND = launcher.KATIB_EXPERIMENT.kind
@@ -160,18 +164,17 @@ def hyperparameters_template(spec: Mapping[str, Any], base: Mapping[str, Any], n
     return text
 
 
-def trainer_args(spec: Mapping[str, Any], trial: TrialSettings, names: Mapping[str, str]) -> list[str]:
-    """The flags of the trainer entry point for one trial (with ${trialParameters.*} placeholders)."""
+def trial_command(spec: Mapping[str, Any], trial: TrialSettings, names: Mapping[str, str]) -> TrainerCommand:
+    """The trainer's command line for one trial (with ${trialParameters.*} placeholders), metrics only."""
     if trial.tensorboard_dir:
         tensorboard = f"{trial.tensorboard_dir.rstrip('/')}/${{trialParameters.{TRIAL_NAME_PARAMETER}}}"
     else:
         tensorboard = DEFAULT_TENSORBOARD_DIR
-    args = mpijob.distributed_args(
+    return TrainerCommand(
         transformed_examples=trial.transformed_examples, transform_graph=trial.transform_graph,
         module_file=trial.module_file, model_dir=trial.model_dir or DEFAULT_MODEL_DIR, tensorboard_dir=tensorboard,
-        hyperparameters=hyperparameters_template(spec, trial.hyperparameters, names),
+        hyperparameters=hyperparameters_template(spec, trial.hyperparameters, names), no_export=True,
     )
-    return [*args, "--no-export"]
 
 
 def _shell(command: Sequence[str]) -> list[str]:
@@ -199,10 +202,10 @@ def _validate_trial(trial: TrialSettings) -> None:
         _fail(f"trial active_deadline_seconds must be an integer > 0, got {trial.active_deadline_seconds!r}")
 
 
-def _mpijob_spec(name: str, namespace: str, trial: TrialSettings, args: list[str]) -> mpijob.MPIJobSpec:
+def _mpijob_spec(name: str, namespace: str, trial: TrialSettings, command: TrainerCommand) -> mpijob.MPIJobSpec:
     return mpijob.MPIJobSpec(
         name=name + TRIAL_SUFFIX, namespace=namespace, workers=trial.workers, image=trial.image,
-        slots_per_worker=trial.slots_per_worker, trainer_args=args, env=dict(trial.env),
+        slots_per_worker=trial.slots_per_worker, trainer_args=command.args(), env=dict(trial.env),
         worker_resources=trial.resources, launcher_resources=trial.launcher_resources,
         # a failed trial fails at once (Katib counts it); finished pods go, the MPIJob itself stays for Katib
         run_policy=mpijob.RunPolicy(clean_pod_policy="Running", ttl_seconds_after_finished=None, backoff_limit=0,
@@ -215,9 +218,9 @@ def _annotate(template: dict) -> None:
     template.setdefault("metadata", {}).setdefault("annotations", {}).update(NO_ISTIO)
 
 
-def mpijob_trial_spec(name: str, namespace: str, trial: TrialSettings, args: list[str]) -> dict:
+def mpijob_trial_spec(name: str, namespace: str, trial: TrialSettings, command: TrainerCommand) -> dict:
     """The MPIJob trialSpec: mpijob.render's object without name/namespace; the launcher runs `sh -c mpirun ...`."""
-    obj = mpijob.render(_mpijob_spec(name, namespace, trial, args))
+    obj = mpijob.render(_mpijob_spec(name, namespace, trial, command))
     obj["metadata"].pop("name", None)
     obj["metadata"].pop("namespace", None)
     if not obj["metadata"]:
@@ -230,10 +233,10 @@ def mpijob_trial_spec(name: str, namespace: str, trial: TrialSettings, args: lis
     return obj
 
 
-def job_trial_spec(name: str, namespace: str, trial: TrialSettings, args: list[str]) -> dict:
+def job_trial_spec(name: str, namespace: str, trial: TrialSettings, command: TrainerCommand) -> dict:
     """The batch/v1 Job trialSpec: one container "training" running the trainer, restartPolicy Never, no retries."""
     # mpijob.validate checks image, env, resources and storage the same way for both trial kinds
-    rendered = mpijob.render(_mpijob_spec(name, namespace, trial, args))
+    rendered = mpijob.render(_mpijob_spec(name, namespace, trial, command))
     mpi_launcher = rendered["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]
     mpi_worker = rendered["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
     worker_container = mpi_worker["spec"]["containers"][0]
@@ -241,7 +244,7 @@ def job_trial_spec(name: str, namespace: str, trial: TrialSettings, args: list[s
         "name": JOB_CONTAINER,
         "image": trial.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": _shell([*mpijob.ENTRY_POINT, *args]),
+        "command": _shell(command.command("python")),
         "env": mpi_launcher["spec"]["containers"][0]["env"],  # the launcher's env: with the secretKeyRefs
         "resources": worker_container.get("resources", {}),
         "securityContext": {"allowPrivilegeEscalation": False},
@@ -276,9 +279,9 @@ def render_experiment(spec: Mapping[str, Any] | str, name: str, namespace: str, 
         _fail(f"namespace {namespace!r} is not a valid namespace name")
     _validate_trial(trial)
     names = trial_parameter_names(search)
-    args = trainer_args(search, trial, names)
+    command = trial_command(search, trial, names)
     if trial.workers > 1:
-        trial_spec = mpijob_trial_spec(name, namespace, trial, args)
+        trial_spec = mpijob_trial_spec(name, namespace, trial, command)
         template: dict[str, Any] = {
             "primaryContainerName": mpijob.LAUNCHER_CONTAINER,
             "primaryPodLabels": dict(MPIJOB_PRIMARY_LABELS),
@@ -286,7 +289,7 @@ def render_experiment(spec: Mapping[str, Any] | str, name: str, namespace: str, 
             "failureCondition": MPIJOB_FAILURE,
         }
     else:
-        trial_spec = job_trial_spec(name, namespace, trial, args)
+        trial_spec = job_trial_spec(name, namespace, trial, command)
         template = {"primaryContainerName": JOB_CONTAINER, "successCondition": JOB_SUCCESS,
                     "failureCondition": JOB_FAILURE}
     declared = [{"name": names[p["name"]], "reference": p["name"],
@@ -550,7 +553,55 @@ def run_on_cluster(
         if explained:
             raise SlipwayError(explained) from exc
         raise
-    return best_result(search, final)
+    result = best_result(search, final)
+    result["trials"] = trial_records(search, client, namespace, name)
+    return result
+
+
+TRIAL_STATES = ("Succeeded", "EarlyStopped", "MetricsUnavailable", "Failed", "Killed", "Running", "Created")
+EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # Katib labels each Trial with its Experiment's name
+
+
+def trial_records(search: Mapping[str, Any], client: Any, namespace: str, name: str) -> list[dict]:
+    """Per-trial records (the local engine's shape) from the Experiment's Trial objects; [] when the client cannot
+    list them (the Role grants `list trials` for exactly this)."""
+    if not hasattr(client, "list"):
+        return []
+    try:
+        trials = client.list(API_VERSION.split("/")[0], API_VERSION.split("/")[1], "trials", namespace,
+                             {EXPERIMENT_LABEL: name})
+    except Exception as exc:  # the search succeeded; its table is a nicety, never a reason to fail the step
+        from slipway.core.launcher import describe_api_error
+
+        print(f"tune: could not list the trials of {namespace}/{name}: {describe_api_error(exc)}", flush=True)
+        return []
+    return sorted((_trial_record(search, trial) for trial in trials), key=lambda record: record["name"])
+
+
+def _trial_record(search: Mapping[str, Any], trial: Mapping[str, Any]) -> dict:
+    status = trial.get("status") or {}
+    state = next((cond_type for cond_type in TRIAL_STATES if _condition(trial, cond_type)), "Pending")
+    by_name = tune_spec.parameters(search)
+    parameters = {a.get("name"): tune_spec.coerce(by_name[a["name"]], a.get("value")) if a.get("name") in by_name
+                  else a.get("value") for a in (trial.get("spec") or {}).get("parameterAssignments") or []}
+    metrics = {}
+    for metric in (status.get("observation") or {}).get("metrics") or []:
+        try:
+            metrics[metric.get("name")] = float(metric.get("latest"))
+        except (TypeError, ValueError):
+            continue  # "unavailable"
+    seconds = 0.0
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        seconds = (_timestamp(status["completionTime"]) - _timestamp(status["startTime"])).total_seconds()
+    failed = _condition(trial, "Failed") or {}
+    return {"name": (trial.get("metadata") or {}).get("name", ""), "parameters": parameters, "status": state,
+            "objective": metrics.get(search["objective"]["objectiveMetricName"]), "metrics": metrics,
+            "objective_values": [], "seconds": seconds, "reason": launcher.condition_message(failed) if failed
+            else ""}
+
+
+def _timestamp(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
 
 
 def _condition(obj: Mapping[str, Any], cond_type: str) -> Mapping[str, Any] | None:

@@ -59,6 +59,7 @@ from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 from slipway.core.errors import SlipwayError
+from slipway.core.trainer_command import TrainerCommand
 
 LOCAL_ALGORITHMS = ("random", "tpe", "multivariate-tpe", "cmaes", "grid", "sobol")
 KATIB_ONLY_ALGORITHMS = ("bayesianoptimization", "hyperband", "enas", "darts", "pbt")
@@ -66,7 +67,6 @@ KATIB_ONLY_ALGORITHMS = ("bayesianoptimization", "hyperband", "enas", "darts", "
 METRIC_PATTERN = re.compile(
     r"([\w|-]+)\s*=\s*([+-]?(?:nan|inf(?:inity)?|\d*(?:\.\d+)?(?:[Ee][+-]?\d+)?))(?![\w.])", re.IGNORECASE
 )
-TRIAL_ENTRY = "slipway.components.train.distributed"
 KILL_GRACE_S = 3.0
 POLL_S = 0.05
 
@@ -744,16 +744,11 @@ def trainer_launch(transformed_examples: str, transform_graph: str, module_file:
     """Trials of the Slipway trainer: one process, metrics only (--no-export), TensorBoard logs per trial."""
 
     def launch(hyperparameters: dict, trial_dir: str) -> list[str]:
-        return [
-            python or sys.executable, "-m", TRIAL_ENTRY,
-            "--transformed-examples", str(transformed_examples),
-            "--transform-graph", str(transform_graph),
-            "--module-file", str(module_file),
-            "--model-dir", os.path.join(trial_dir, "model"),
-            "--tensorboard-dir", os.path.join(trial_dir, "tensorboard"),
-            "--hyperparameters", json.dumps(hyperparameters, sort_keys=True),
-            "--no-export",
-        ]
+        return TrainerCommand(
+            transformed_examples=str(transformed_examples), transform_graph=str(transform_graph),
+            module_file=str(module_file), model_dir=os.path.join(trial_dir, "model"),
+            tensorboard_dir=os.path.join(trial_dir, "tensorboard"), hyperparameters=hyperparameters, no_export=True,
+        ).command(python or sys.executable)
 
     return launch
 

@@ -1,8 +1,9 @@
 """Render distributed training as an MPIJob (kubeflow.org/v2beta1, mpi-operator v0.8+) from one spec.
 
-The launcher pod runs `mpirun ... python -m slipway.components.train.distributed ARGS` as uid 1000; the worker
-pods run sshd on port 2222 for it (images/trainer/Dockerfile, images/trainer/README.md). Object-store
-credentials reach the pods only as secretKeyRef environment variables, never as values.
+The launcher pod runs `mpirun ... python -m slipway.components.train.distributed ARGS` as uid 1000 (ARGS: the
+spec's trainer_args, TrainerCommand(...).args() of slipway/core/trainer_command.py); the worker pods run sshd on
+port 2222 for it (images/trainer/Dockerfile, images/trainer/README.md). Object-store credentials reach the pods
+only as secretKeyRef environment variables, never as values.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import slipway  # noqa: F401  (environment defaults first)
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
 from slipway.core.launcher import MPIJOB, owner_labels
+from slipway.core.trainer_command import TrainerCommand, entry_point
 
 API_VERSION = f"{MPIJOB.group}/{MPIJOB.version}"
-ENTRY_POINT = ("python", "-m", "slipway.components.train.distributed")
+ENTRY_POINT = tuple(entry_point("python"))  # the trainer in the pods (slipway/core/trainer_command.py)
 USER_ID = 1000
 HOME = "/home/slipway"
 SSH_AUTH_MOUNT_PATH = f"{HOME}/.ssh"
@@ -102,13 +104,9 @@ def distributed_args(
     hyperparameters: str = "{}",
     digest_dir: str = "",
 ) -> list[str]:
-    """The flags of `python -m slipway.components.train.distributed` (local ranks and MPIJob alike)."""
-    pairs = [
-        ("--transformed-examples", transformed_examples), ("--transform-graph", transform_graph),
-        ("--module-file", module_file), ("--model-dir", model_dir), ("--tensorboard-dir", tensorboard_dir),
-        ("--checkpoint-dir", checkpoint_dir), ("--hyperparameters", hyperparameters), ("--digest-dir", digest_dir),
-    ]
-    return [token for flag, value in pairs if value for token in (flag, value)]
+    """The trainer's flags for an MPIJobSpec's trainer_args: TrainerCommand(...).args() (kept for callers)."""
+    return TrainerCommand(transformed_examples, transform_graph, module_file, model_dir, tensorboard_dir,
+                          checkpoint_dir, hyperparameters, digest_dir).args()
 
 
 def validate(spec: MPIJobSpec) -> None:
@@ -227,7 +225,7 @@ def mpirun_command(spec: MPIJobSpec, env_names: Sequence[str]) -> list[str]:
     command = ["mpirun", "-np", str(spec.workers * spec.slots_per_worker), "-bind-to", "none", "-map-by", "slot"]
     for name in [*env_names, "LD_LIBRARY_PATH", "PATH"]:
         command += ["-x", name]
-    command += ["-mca", "pml", "ob1", "-mca", "btl", "^openib", *ENTRY_POINT, *spec.trainer_args]
+    command += ["-mca", "pml", "ob1", "-mca", "btl", "^openib", *entry_point("python"), *spec.trainer_args]
     return command
 
 

@@ -14,6 +14,7 @@ import slipway  # noqa: F401
 from slipway.core import launcher, mpijob
 from slipway.core.errors import SlipwayError
 from slipway.core.mpijob import MPIJobSpec, ObjectStore, Pvc, Resources, RunPolicy
+from slipway.core.trainer_command import TrainerCommand
 from slipway.render import add_render_parser, crd_validator, run_render
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -175,6 +176,19 @@ def test_launcher_command_runs_one_rank_per_slot_as_non_root(workers, slots):
     assert worker["command"] == ["/usr/sbin/sshd", "-De", "-f", "/home/slipway/.sshd_config"]
     assert worker["ports"][0]["containerPort"] == 2222
     assert obj["spec"]["slotsPerWorker"] == slots and obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == workers
+
+
+def test_the_launcher_runs_the_trainer_command_line_defined_once():
+    command = TrainerCommand("s3://ml/te", "s3://ml/tg", "/m.py", "s3://ml/model", hyperparameters={"b": 1, "a": 2})
+    assert command.args() == ["--transformed-examples", "s3://ml/te", "--transform-graph", "s3://ml/tg",
+                              "--module-file", "/m.py", "--model-dir", "s3://ml/model",
+                              "--hyperparameters", '{"a": 2, "b": 1}']  # empty values left out, JSON sorted
+    assert mpijob.distributed_args("s3://ml/te", "s3://ml/tg", "/m.py", "s3://ml/model",
+                                   hyperparameters='{"a": 2, "b": 1}') == command.args()
+    assert TrainerCommand("t", "g", "m", "o", no_export=True).args()[-1] == "--no-export"
+    launch = containers(mpijob.render(spec(trainer_args=command.args())), "Launcher")[0]["command"]
+    assert launch[launch.index("python"):] == command.command("python")
+    assert list(mpijob.ENTRY_POINT) == command.command()[:3]
 
 
 def test_pvc_is_mounted_in_launcher_and_workers_and_gpus_are_requested():

@@ -1,0 +1,64 @@
+"""The model module file as train sees it: loaded (it must define build_keras_model) and its hyper-parameters
+resolved (Slipway's defaults <- the module's hyperparameters() <- the given JSON), checked.
+
+Shared by executor.py (before launching), trainer.py and distributed.py (in every rank); it imports neither, so
+executor -> trainer -> model_module and distributed -> model_module, without a cycle.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from slipway.core.errors import SlipwayError
+from slipway.core.modules import load_module, optional_dict
+
+DEFAULT_HYPERPARAMETERS = {"epochs": 5, "batch_size": 128, "learning_rate": 0.001, "seed": 42}
+
+_POSITIVE_INTS = ("epochs", "batch_size")
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _is_json_value(value) -> bool:
+    if isinstance(value, _JSON_SCALARS):
+        return not (isinstance(value, float) and not math.isfinite(value))
+    if isinstance(value, list | tuple):
+        return all(_is_json_value(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json_value(v) for k, v in value.items())
+    return False
+
+
+def resolve_hyperparameters(module, given: dict | str | None) -> dict:
+    """Defaults <- the module's hyperparameters() <- the given dict (or JSON string); checked."""
+    if isinstance(given, str):
+        try:
+            given = json.loads(given) if given.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise SlipwayError(f"hyperparameters: not valid JSON: {exc}") from exc
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise SlipwayError(f"hyperparameters: expected a JSON object, got {type(given).__name__}")
+    hparams = {**DEFAULT_HYPERPARAMETERS, **optional_dict(module, "hyperparameters"), **given}
+    for name, value in hparams.items():
+        if not isinstance(name, str) or not _is_json_value(value):
+            raise SlipwayError(f"hyperparameter {name!r}: unsupported value {value!r} ({type(value).__name__})")
+    for name in _POSITIVE_INTS:
+        value = hparams[name]
+        if isinstance(value, float) and value.is_integer():
+            value = hparams[name] = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SlipwayError(f"hyperparameter {name!r}: must be a positive integer, got {value!r}")
+    lr = hparams["learning_rate"]
+    if isinstance(lr, bool) or not isinstance(lr, int | float) or not lr > 0:
+        raise SlipwayError(f"hyperparameter 'learning_rate': must be a positive number, got {lr!r}")
+    hparams["learning_rate"] = float(lr)
+    seed = hparams["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise SlipwayError(f"hyperparameter 'seed': must be a non-negative integer, got {seed!r}")
+    return hparams
+
+
+def load_user_module(module_file: str):
+    return load_module(module_file, required=("build_keras_model",))
