@@ -22,6 +22,7 @@ PIPELINE = "slipway.Pipeline"
 ENV_STORE = "SLIPWAY_LINEAGE"
 ENV_RUN_ID = "SLIPWAY_RUN_ID"
 ENV_PIPELINE = "SLIPWAY_PIPELINE"
+GRPC_TIMEOUT_S = 15  # per call to a remote MLMD server
 DEPLOY_COMPONENT = "deploy"  # its failed executions mark a model as never served (latest_blessed_model)
 
 
@@ -117,8 +118,12 @@ def _grpc_config(address: str):
     from ml_metadata.proto import metadata_store_pb2
 
     host, _, port = address.partition(":")
-    config = metadata_store_pb2.MetadataStoreClientConfig(host=host, port=int(port or 8080))
-    return config
+    if not host or not (port or "8080").isdigit():
+        from slipway.core.errors import SlipwayError
+
+        raise SlipwayError(f"lineage store grpc://{address}: expected grpc://host:port")
+    return metadata_store_pb2.MetadataStoreClientConfig(host=host, port=int(port or 8080),
+                                                        client_timeout_sec=GRPC_TIMEOUT_S)
 
 
 class MlmdLineage:
@@ -130,6 +135,19 @@ class MlmdLineage:
         self.location = location
         self._store = metadata_store.MetadataStore(config)
         self._type_ids: dict[tuple[str, str], int] = {}
+        if location.startswith("grpc://"):
+            self._check_reachable()
+
+    def _check_reachable(self) -> None:
+        """A remote store is asked once up front, so a wrong endpoint fails the step before its work, not after."""
+        from slipway.core.errors import InfrastructureError
+
+        try:
+            self._store.get_context_types()
+        except Exception as exc:  # MLMD raises its errors module's types, keyed by gRPC status
+            detail = " ".join(str(exc).split())[:300]
+            raise InfrastructureError(f"lineage store {self.location}: not reachable ({type(exc).__name__}: "
+                                      f"{detail})") from None
 
     # -- types -------------------------------------------------------------------------------------------
     def _type_id(self, kind: str, name: str) -> int:

@@ -28,9 +28,19 @@ _SCALARS = (str, int, float, bool)
 
 
 class Step:
-    def __init__(self, component: str, params: dict[str, Any] | None = None) -> None:
+    """lineage_store: the store to record to (a component's `lineage_store` input, which the pipelines fill from
+    their parameter of that name: an MLMD gRPC endpoint on a cluster); empty means the SLIPWAY_LINEAGE environment
+    variable (what `slipway run` sets), and with neither the step runs and says once that nothing is recorded.
+
+    A failure inside the step is printed as one line; under KFP's executor the process then exits with the
+    error's exit code (2: the input or configuration, 3: the infrastructure; slipway.core.errors) instead of a
+    traceback. Anything that is not a SlipwayError is a bug and keeps its traceback (exit status 1).
+    """
+
+    def __init__(self, component: str, params: dict[str, Any] | None = None, lineage_store: str = "") -> None:
         self.component = component
         self.params = dict(params or {})
+        self.lineage_store = lineage_store
         self.inputs: list[lineage.ArtifactRecord] = []
         self.outputs: list[lineage.ArtifactRecord] = []
         self.started = 0.0
@@ -60,6 +70,7 @@ class Step:
     def __enter__(self) -> Step:
         self.started = time.time()
         self.startup_seconds = _seconds_since_process_start()
+        self.store = open_lineage_store(self.component, self.lineage_store)  # an unreachable store fails first
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -78,13 +89,24 @@ class Step:
             error=error,
             startup_seconds=self.startup_seconds,
         )
-        lineage.open_store().record_step(record)
+        self.store.record_step(record)
         if exc is not None:
             print(f"slipway {self.component} failed: {error}", file=sys.stderr, flush=True)
+            if isinstance(exc, SlipwayError) and _kfp_executor_output_file() is not None:
+                raise SystemExit(exc.exit_code) from None
         else:
             print(f"slipway {self.component} done in {finished - self.started:.2f} s", file=sys.stderr, flush=True)
             exit_fast_once_output_is_written()
         return False
+
+
+def open_lineage_store(component: str, lineage_store: str = "") -> lineage.LineageStore:
+    """The store lineage_store (else SLIPWAY_LINEAGE) names; without either, NoLineage and one line saying so."""
+    uri = lineage_store or os.environ.get(lineage.ENV_STORE, "")
+    if not uri:
+        print(f"slipway {component}: no lineage store (the lineage_store parameter is empty and {lineage.ENV_STORE} "
+              "is unset): this step's lineage is not recorded", file=sys.stderr, flush=True)
+    return lineage.open_store(uri or "none")
 
 
 def exit_fast_once_output_is_written() -> None:

@@ -87,3 +87,61 @@ def test_fast_exit_only_after_output_and_no_exception(tmp_path: Path, mode: str,
         assert not out.exists()
     else:
         assert json.loads(out.read_text()) == {}
+
+
+FAILING_STEP = textwrap.dedent(
+    """
+    import json, sys
+    from slipway.core import errors
+    from slipway.core.step import Step
+    out, error = sys.argv[1], sys.argv[2]
+    sys.argv = ["executor_main", "--executor_input", json.dumps({"outputs": {"outputFile": out}})]
+    with Step("train"):
+        raise getattr(errors, error, None) or getattr(__builtins__, error)("the one line")
+    """
+)
+
+
+@pytest.mark.parametrize(("error", "code"), [("SlipwayError", 2), ("PermissionDenied", 2),
+                                             ("InfrastructureError", 3), ("RuntimeError", 1)])
+def test_a_failed_kfp_task_exits_with_who_should_act(tmp_path: Path, error: str, code: int):
+    """2: the input or configuration (a rerun fails the same); 3: the infrastructure (a retry may pass); 1: a bug,
+    with its traceback."""
+    env = {"PATH": "/usr/bin:/bin", lineage.ENV_STORE: "none"}
+    result = subprocess.run([sys.executable, "-c", FAILING_STEP, str(tmp_path / "out.json"), error], env=env,
+                            capture_output=True, text=True)
+    assert result.returncode == code, result.stderr
+    assert "slipway train failed: " in result.stderr
+    assert ("Traceback" in result.stderr) is (code == 1)
+
+
+def test_the_lineage_store_parameter_names_a_grpc_mlmd_server(tmp_path: Path, monkeypatch, capsys):
+    from slipway.core.testing import mlmd_grpc_server
+
+    monkeypatch.delenv(lineage.ENV_STORE, raising=False)
+    monkeypatch.setenv(lineage.ENV_RUN_ID, "run-7")
+    with mlmd_grpc_server(tmp_path / "server.sqlite") as endpoint:
+        with Step("transform", {"module_file": "m.py"}, lineage_store=endpoint) as step:
+            step.output("transform_graph", "TransformGraph", "s3://bucket/run-7/transform_graph")
+        [record] = lineage.open_store(endpoint).run_steps("run-7")
+    assert record.component == "transform" and record.outputs[0].uri == "s3://bucket/run-7/transform_graph"
+    assert "lineage" not in capsys.readouterr().err  # nothing to say: it was recorded
+
+
+def test_without_a_store_the_step_runs_and_says_so_once(monkeypatch, capsys):
+    monkeypatch.delenv(lineage.ENV_STORE, raising=False)
+    with Step("ingest") as step:
+        step.output("examples", "Examples", "/tmp/examples")
+    err = capsys.readouterr().err
+    assert err.count("no lineage store") == 1 and "slipway ingest done" in err
+
+
+def test_an_unreachable_store_fails_the_step_before_its_work(monkeypatch):
+    from slipway.core.errors import InfrastructureError
+    from slipway.core.testing import free_port
+
+    worked = []
+    with (pytest.raises(InfrastructureError, match=r"^lineage store grpc://127.0.0.1:\d+: not reachable"),
+          Step("ingest", lineage_store=f"grpc://127.0.0.1:{free_port()}")):
+        worked.append(True)
+    assert not worked
