@@ -3,7 +3,11 @@ for evaluate's change thresholds resolved inside the pipeline (resolve_baseline)
 
 Gates live inside components (validate fails on anomalies, evaluate writes a blessing, deploy serves only a
 blessed model), so the pipelines have no dsl.If and run unchanged under kfp.local and on a Kubeflow cluster.
-The pipelines below are the same steps (compose); they differ in the data they expect and their defaults.
+The pipelines below are the same steps (compose); they differ in the data they expect and their defaults. Their
+cluster settings are parameters (backend, cluster, object_store_secret, lineage_store, deploy_backend,
+deploy_cluster); the pods' Kubernetes options are compile-time KubernetesOptions (pipelines/settings.py):
+build(options) makes the three pipelines for other options, `slipway compile --kubernetes-options FILE`
+compiles them.
 """
 
 from kfp import dsl
@@ -19,187 +23,168 @@ from slipway.components import (
     ValidateOp,
 )
 from slipway.core.images import TRAINER_IMAGE
+from slipway.pipelines.settings import (
+    OBJECT_STORE_SECRET,
+    KubernetesOptions,
+    PipelineInputs,
+    apply_kubernetes_options,
+)
 
 TABULAR = "slipway-tabular"
 TABULAR_TUNED = "slipway-tabular-tuned"
 IMAGES = "slipway-images"
 
 
-def compose(
-    *,
-    pipeline_name: str,
-    data: str,
-    label: str,
-    module_file: str,
-    key: str,
-    splits: str,
-    data_format: str,
-    image_size: str,
-    schema_file: str,
-    allow_anomalies: bool,
-    skew_thresholds: str,
-    drift_thresholds: str,
-    hyperparameters: str,
-    workers: int,
-    checkpoint_dir: str,
-    eval_settings: str,
-    baseline_model: str,
-    lineage_store: str,
-    model_name: str,
-    model_base: str,
-    deploy_backend: str,
-    deploy_cluster: str,
-    keep_serving: bool,
-    serving_port: int,
-    search_spec=None,
-    trial_hyperparameters=None,
-) -> None:
-    """The steps; with a search_spec, a tune step between transform and train feeds the best parameters."""
-    ingest_task = IngestOp(
-        data=data, label=label, key=key, splits=splits, data_format=data_format, image_size=image_size
-    )
-    validate_task = ValidateOp(
-        examples=ingest_task.outputs["examples"],
-        schema_file=schema_file,
-        allow_anomalies=allow_anomalies,
-        skew_thresholds=skew_thresholds,
-        drift_thresholds=drift_thresholds,
-    )
-    transform_task = TransformOp(
-        examples=ingest_task.outputs["examples"],
-        schema=validate_task.outputs["schema"],
-        module_file=module_file,
-    )
-    if search_spec is not None:
-        tune_task = TuneOp(
+def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
+    """The steps; with p.search_spec, a tune step between transform and train feeds the best parameters."""
+
+    def pod(task, trainer: bool = False):
+        return apply_kubernetes_options(task, p, options, trainer=trainer)
+
+    store = p.lineage_store
+    ingest_task = pod(IngestOp(data=p.data, label=p.label, key=p.key, splits=p.splits, data_format=p.data_format,
+                               image_size=p.image_size, lineage_store=store))
+    validate_task = pod(ValidateOp(
+        examples=ingest_task.outputs["examples"], schema_file=p.schema_file, allow_anomalies=p.allow_anomalies,
+        skew_thresholds=p.skew_thresholds, drift_thresholds=p.drift_thresholds, lineage_store=store,
+    ))
+    transform_task = pod(TransformOp(examples=ingest_task.outputs["examples"], schema=validate_task.outputs["schema"],
+                                     module_file=p.module_file, lineage_store=store))
+    hyperparameters = p.hyperparameters
+    if p.search_spec is not None:
+        tune_task = pod(TuneOp(
             transformed_examples=transform_task.outputs["transformed_examples"],
-            transform_graph=transform_task.outputs["transform_graph"],
-            module_file=module_file,
-            search_spec=search_spec,
-            hyperparameters=hyperparameters,
-            trial_hyperparameters=trial_hyperparameters,
-            trainer_image=TRAINER_IMAGE,
-        )
+            transform_graph=transform_task.outputs["transform_graph"], module_file=p.module_file,
+            search_spec=p.search_spec, hyperparameters=p.hyperparameters,
+            trial_hyperparameters=p.trial_hyperparameters, backend=p.backend, cluster=p.cluster,
+            trainer_image=TRAINER_IMAGE, lineage_store=store,
+        ))
         hyperparameters = tune_task.outputs["Output"]
-    train_task = TrainOp(
+    train_task = pod(TrainOp(
         transformed_examples=transform_task.outputs["transformed_examples"],
-        transform_graph=transform_task.outputs["transform_graph"],
-        module_file=module_file,
-        hyperparameters=hyperparameters,
-        workers=workers,
-        checkpoint_dir=checkpoint_dir,
-        trainer_image=TRAINER_IMAGE,  # pinned by digest in the compiled pipeline
-    )
+        transform_graph=transform_task.outputs["transform_graph"], module_file=p.module_file,
+        hyperparameters=hyperparameters, workers=p.workers, checkpoint_dir=p.checkpoint_dir, backend=p.backend,
+        cluster=p.cluster, trainer_image=TRAINER_IMAGE,  # pinned by digest in the compiled pipeline
+        lineage_store=store,
+    ), trainer=True)
     # The lineage store changes with every run: never answer this from KFP's cache.
-    baseline_task = ResolveBaselineOp(
-        pipeline_name=pipeline_name, baseline_model=baseline_model, lineage_store=lineage_store
-    ).set_caching_options(False)
+    baseline_task = pod(ResolveBaselineOp(
+        pipeline_name=p.pipeline_name, baseline_model=p.baseline_model, lineage_store=store,
+    ).set_caching_options(False))
     baseline_task.after(train_task)  # resolved as late as possible: a run that finished meanwhile counts
-    evaluate_task = EvaluateOp(
-        model=train_task.outputs["model"],
-        examples=ingest_task.outputs["examples"],
-        module_file=module_file,
-        settings=eval_settings,
-        baseline_model=baseline_task.outputs["baseline_model"],
+    evaluate_task = pod(EvaluateOp(
+        model=train_task.outputs["model"], examples=ingest_task.outputs["examples"], module_file=p.module_file,
+        settings=p.eval_settings, baseline_model=baseline_task.outputs["baseline_model"], lineage_store=store,
+    ))
+    pod(DeployOp(
+        model=train_task.outputs["model"], blessing=evaluate_task.outputs["blessing"],
+        examples=ingest_task.outputs["examples"], model_name=p.model_name, model_base=p.model_base,
+        backend=p.deploy_backend, cluster=p.deploy_cluster, keep_serving=p.keep_serving, port=p.serving_port,
+        lineage_store=store,
+    ).set_caching_options(False))  # a deployment is a side effect, never a cached result
+
+
+def build(options: KubernetesOptions | None = None):
+    """(tabular_pipeline, tuned_tabular_pipeline, image_pipeline) with these Kubernetes options."""
+    options = options or KubernetesOptions()
+
+    @dsl.pipeline(name=TABULAR,
+                  description="CSV/Parquet to a blessed TensorFlow model served by KServe, with lineage.")
+    def tabular_pipeline(
+        data: str,
+        label: str,
+        module_file: str,
+        key: str = "",
+        splits: str = "train:2,eval:1",
+        schema_file: str = "",
+        allow_anomalies: bool = False,
+        skew_thresholds: str = "{}",
+        drift_thresholds: str = "{}",
+        hyperparameters: str = "{}",
+        workers: int = 1,
+        checkpoint_dir: str = "",
+        eval_settings: str = "",
+        baseline_model: str = "auto",
+        model_name: str = "tabular-model",
+        model_base: str = "",
+        keep_serving: bool = False,
+        serving_port: int = 0,
+        backend: str = "local",
+        cluster: str = "{}",
+        object_store_secret: str = OBJECT_STORE_SECRET,
+        lineage_store: str = "",
+        deploy_backend: str = "local",
+        deploy_cluster: str = "{}",
+    ):
+        compose(PipelineInputs.of(TABULAR, locals()), options)
+
+    @dsl.pipeline(
+        name=TABULAR_TUNED,
+        description="The tabular pipeline with a hyper-parameter search (Katib spec) feeding the train step.",
     )
-    DeployOp(
-        model=train_task.outputs["model"],
-        blessing=evaluate_task.outputs["blessing"],
-        examples=ingest_task.outputs["examples"],
-        model_name=model_name,
-        model_base=model_base,
-        backend=deploy_backend,
-        cluster=deploy_cluster,
-        keep_serving=keep_serving,
-        port=serving_port,
-    ).set_caching_options(False)  # a deployment is a side effect, never a cached result
+    def tuned_tabular_pipeline(
+        data: str,
+        label: str,
+        module_file: str,
+        search_spec: str,
+        trial_hyperparameters: str = '{"epochs": 2}',
+        key: str = "",
+        splits: str = "train:2,eval:1",
+        schema_file: str = "",
+        allow_anomalies: bool = False,
+        skew_thresholds: str = "{}",
+        drift_thresholds: str = "{}",
+        hyperparameters: str = "{}",
+        workers: int = 1,
+        checkpoint_dir: str = "",
+        eval_settings: str = "",
+        baseline_model: str = "auto",
+        model_name: str = "tabular-model",
+        model_base: str = "",
+        keep_serving: bool = False,
+        serving_port: int = 0,
+        backend: str = "local",
+        cluster: str = "{}",
+        object_store_secret: str = OBJECT_STORE_SECRET,
+        lineage_store: str = "",
+        deploy_backend: str = "local",
+        deploy_cluster: str = "{}",
+    ):
+        compose(PipelineInputs.of(TABULAR_TUNED, locals()), options)
+
+    @dsl.pipeline(
+        name=IMAGES,
+        description="Class-per-folder JPEG/PNG or CIFAR-10 batches to a blessed CNN trained with Horovod ranks, "
+                    "served.",
+    )
+    def image_pipeline(
+        data: str,
+        module_file: str,
+        label: str = "label",
+        splits: str = "train:4,eval:1",
+        data_format: str = "auto",
+        image_size: str = "",
+        schema_file: str = "",
+        allow_anomalies: bool = False,
+        hyperparameters: str = "{}",
+        workers: int = 2,
+        checkpoint_dir: str = "",
+        eval_settings: str = "",
+        baseline_model: str = "auto",
+        model_name: str = "image-model",
+        model_base: str = "",
+        keep_serving: bool = False,
+        serving_port: int = 0,
+        backend: str = "local",
+        cluster: str = "{}",
+        object_store_secret: str = OBJECT_STORE_SECRET,
+        lineage_store: str = "",
+        deploy_backend: str = "local",
+        deploy_cluster: str = "{}",
+    ):
+        compose(PipelineInputs.of(IMAGES, locals()), options)
+
+    return tabular_pipeline, tuned_tabular_pipeline, image_pipeline
 
 
-@dsl.pipeline(name=TABULAR, description="CSV/Parquet to a blessed TensorFlow model served by KServe, with lineage.")
-def tabular_pipeline(
-    data: str,
-    label: str,
-    module_file: str,
-    key: str = "",
-    splits: str = "train:2,eval:1",
-    schema_file: str = "",
-    allow_anomalies: bool = False,
-    skew_thresholds: str = "{}",
-    drift_thresholds: str = "{}",
-    hyperparameters: str = "{}",
-    workers: int = 1,
-    checkpoint_dir: str = "",
-    eval_settings: str = "",
-    baseline_model: str = "auto",
-    lineage_store: str = "",
-    model_name: str = "tabular-model",
-    model_base: str = "",
-    deploy_backend: str = "local",
-    deploy_cluster: str = "{}",
-    keep_serving: bool = False,
-    serving_port: int = 0,
-):
-    compose(pipeline_name=TABULAR, data_format="auto", image_size="", **locals())  # every parameter, by name
-
-
-@dsl.pipeline(
-    name=TABULAR_TUNED,
-    description="The tabular pipeline with a hyper-parameter search (Katib spec) feeding the train step.",
-)
-def tuned_tabular_pipeline(
-    data: str,
-    label: str,
-    module_file: str,
-    search_spec: str,
-    trial_hyperparameters: str = '{"epochs": 2}',
-    key: str = "",
-    splits: str = "train:2,eval:1",
-    schema_file: str = "",
-    allow_anomalies: bool = False,
-    skew_thresholds: str = "{}",
-    drift_thresholds: str = "{}",
-    hyperparameters: str = "{}",
-    workers: int = 1,
-    checkpoint_dir: str = "",
-    eval_settings: str = "",
-    baseline_model: str = "auto",
-    lineage_store: str = "",
-    model_name: str = "tabular-model",
-    model_base: str = "",
-    deploy_backend: str = "local",
-    deploy_cluster: str = "{}",
-    keep_serving: bool = False,
-    serving_port: int = 0,
-):
-    compose(pipeline_name=TABULAR_TUNED, data_format="auto", image_size="", **locals())  # every parameter, by name
-
-
-@dsl.pipeline(
-    name=IMAGES,
-    description="Class-per-folder JPEG/PNG or CIFAR-10 batches to a blessed CNN trained with Horovod ranks, served.",
-)
-def image_pipeline(
-    data: str,
-    module_file: str,
-    label: str = "label",
-    splits: str = "train:4,eval:1",
-    data_format: str = "auto",
-    image_size: str = "",
-    schema_file: str = "",
-    allow_anomalies: bool = False,
-    hyperparameters: str = "{}",
-    workers: int = 2,
-    checkpoint_dir: str = "",
-    eval_settings: str = "",
-    baseline_model: str = "auto",
-    lineage_store: str = "",
-    model_name: str = "image-model",
-    model_base: str = "",
-    deploy_backend: str = "local",
-    deploy_cluster: str = "{}",
-    keep_serving: bool = False,
-    serving_port: int = 0,
-):
-    compose(pipeline_name=IMAGES, key="", skew_thresholds="{}", drift_thresholds="{}",
-            **locals())  # every parameter, by name
-
+tabular_pipeline, tuned_tabular_pipeline, image_pipeline = build()

@@ -20,6 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     compile_parser = commands.add_parser("compile", help="regenerate every component.yaml and pipeline YAML")
     compile_parser.add_argument("--check", action="store_true",
                                 help="fail if a committed YAML is stale or names an image without a digest")
+    compile_parser.add_argument("--kubernetes-options", metavar="FILE",
+                                help="compile only the pipelines, with these pod options (YAML: object_store_secret, "
+                                     "pvc, mount_path, trainer_node_selector, trainer_tolerations, trainer_gpus), "
+                                     "into --output-dir")
+    compile_parser.add_argument("--output-dir", metavar="DIR", help="where --kubernetes-options writes the pipelines")
     lineage_parser = commands.add_parser("lineage", help="print a model's upstream chain down to the raw files")
     lineage_parser.add_argument("uri", nargs="?", help="artifact URI (default: the model of the workdir's last run)")
     lineage_parser.add_argument("--workdir", default="out", help="run folder holding summary.json (default: out)")
@@ -286,8 +291,16 @@ def _print_deployment(deployment: dict | None) -> None:
 
 
 def _compile(args) -> int:
-    from slipway.compile import compile_all
+    from slipway.compile import compile_all, compile_pipelines
 
+    if args.kubernetes_options or args.output_dir:
+        if not (args.kubernetes_options and args.output_dir) or args.check:
+            raise SlipwayError("compile: --kubernetes-options and --output-dir go together, without --check")
+        from slipway.pipelines.settings import KubernetesOptions
+
+        for path in compile_pipelines(KubernetesOptions.load(args.kubernetes_options), Path(args.output_dir)):
+            print(f"compiled {path}")
+        return 0
     problems = compile_all(check=args.check)
     for problem in problems:
         print(problem, file=sys.stderr)

@@ -96,6 +96,21 @@ def example_inference_service() -> str:
     return "# Rendered by `slipway compile` (slipway/compile.py): an example, not applied by anything.\n" + text
 
 
+def compile_pipelines(options, output_dir: Path) -> list[Path]:
+    """The three pipelines compiled with these KubernetesOptions into output_dir (not the committed copies)."""
+    from slipway.pipelines.training import build
+
+    images.require_pinned()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    names = ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml")  # as in pipelines/
+    for name, pipeline in zip(names, build(options), strict=True):
+        path = output_dir / name
+        path.write_text(compile_to_text(pipeline))
+        written.append(path)
+    return written
+
+
 def compile_to_text(func) -> str:
     if func in (example_mpijob, example_experiment, example_inference_service):
         return func()

@@ -163,7 +163,7 @@ def test_pipelines_resolve_the_baseline_and_deploy_inside_the_compiled_yaml():
     import yaml
 
     for name in ("tabular_pipeline", "tuned_tabular_pipeline", "image_pipeline"):
-        spec = yaml.safe_load((ROOT / "pipelines" / f"{name}.yaml").read_text())
+        spec = next(yaml.safe_load_all((ROOT / "pipelines" / f"{name}.yaml").read_text()))  # then the platform spec
         tasks = spec["root"]["dag"]["tasks"]
         assert {"resolve-baseline", "evaluate", "deploy"} <= set(tasks), name
         evaluate_baseline = tasks["evaluate"]["inputs"]["parameters"]["baseline_model"]

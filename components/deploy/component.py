@@ -21,6 +21,7 @@ def deploy(
     keep_serving: bool = False,
     port: int = 0,
     smoke_rows: int = 5,
+    lineage_store: str = "",
 ) -> NamedTuple("Outputs", endpoint=str, model_version=int, status=str):
     """Push a blessed model as a new TF Serving version and serve it; a model that is not blessed is not deployed.
 
@@ -42,13 +43,15 @@ def deploy(
             or by its pid in deployment.json).
         port: Local backend: port on 127.0.0.1 (0 picks a free one).
         smoke_rows: How many eval rows the smoke request sends (its answers must match the model's own).
+        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
+            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else none.
     """
     from slipway.components.deploy import executor
     from slipway.core.step import Step
 
     params = {"model_name": model_name, "model_base": model_base, "backend": backend, "cluster": cluster,
               "keep_serving": keep_serving, "port": port, "smoke_rows": smoke_rows}
-    with Step("deploy", params) as step:
+    with Step("deploy", params, lineage_store=lineage_store) as step:
         step.input("model", "Model", model)
         step.input("blessing", "ModelBlessing", blessing)
         record = executor.run(model.path, blessing.path, examples.path, deployment.path, model_name, model_base,

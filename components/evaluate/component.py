@@ -19,11 +19,15 @@ def evaluate(
     settings: str = "",
     baseline_model: str = "",
     split: str = "eval",
+    lineage_store: str = "",
 ):
     """TFMA on the eval split with slices, value thresholds and change thresholds against a baseline model.
 
     Blessing follows TFX: no baseline -> change thresholds skipped; no thresholds -> NOT_BLESSED. settings is a
     JSON object (see README); when empty, the module file's eval_settings() is used.
+
+    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
+    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
     """
     import json
     import shutil
@@ -34,7 +38,7 @@ def evaluate(
     from slipway.core.step import Step
 
     params = {"settings": settings, "baseline_model": baseline_model, "split": split, "module_file": module_file}
-    with Step("evaluate", params) as step:
+    with Step("evaluate", params, lineage_store=lineage_store) as step:
         step.input("model", "Model", model)
         step.input("examples", "Examples", examples)
         if baseline_model:

@@ -16,6 +16,7 @@ def ingest(
     rows_per_shard: int = 100000,
     data_format: str = "auto",
     image_size: str = "",
+    lineage_store: str = "",
 ):
     """Read CSV/Parquet, an image folder, CIFAR-10 batches or TFRecords into gzip TFRecord shards per split.
 
@@ -23,13 +24,16 @@ def ingest(
     path for image folders, of the pixels for CIFAR-10). The label is encoded as class ids 0..k-1 (sorted
     distinct values or class folder names, kept in the metadata as label_classes). data_format: auto, csv,
     parquet, images, cifar10 or tfrecord; image_size: "" (size of the first image) or "HxW".
+
+    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
+    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
     """
     from slipway.components.ingest import executor
     from slipway.core.step import Step
 
     params = {"data": data, "label": label, "key": key, "splits": splits, "rows_per_shard": rows_per_shard,
               "data_format": data_format, "image_size": image_size}
-    with Step("ingest", params) as step:
+    with Step("ingest", params, lineage_store=lineage_store) as step:
         meta = executor.run(data, examples.path, label, key=key, splits=splits, rows_per_shard=rows_per_shard,
                             data_format=data_format, image_size=image_size)
         for source in meta["sources"]:  # an image folder is one source: the folder with its tree hash

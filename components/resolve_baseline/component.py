@@ -26,7 +26,7 @@ def resolve_baseline(
     from slipway.core.step import Step
 
     params = {"pipeline_name": pipeline_name, "baseline_model": baseline_model, "lineage_store": lineage_store}
-    with Step("resolve_baseline", params) as step:
+    with Step("resolve_baseline", params, lineage_store=lineage_store) as step:
         found = executor.resolve(baseline_model, pipeline_name, lineage_store)
         print(f"resolve_baseline: {found.reason}", flush=True)
         # Kept as execution properties, not as an output artifact: the model's producer stays the train step.

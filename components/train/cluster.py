@@ -8,12 +8,13 @@ claim first and the model copied back after; with the object store the MPIJob re
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import os
 
 from slipway.core import launcher, mpijob, storage
 from slipway.core.artifacts import read_json
 from slipway.core.cluster import ClusterConfig, gfile_uri, own_namespace, parse_config, storage_spec
+from slipway.core.trainer_command import TrainerCommand
 
 __all__ = ["ClusterConfig", "build_spec", "gfile_uri", "job_identity", "parse_config", "run"]
 
@@ -35,7 +36,9 @@ def build_spec(config: ClusterConfig, workers: int, identity: str, trainer_args:
         launcher_resources=mpijob.Resources(cpu=config.launcher_cpu, memory=config.launcher_memory),
         run_policy=mpijob.RunPolicy(clean_pod_policy=config.clean_pod_policy,
                                     ttl_seconds_after_finished=config.ttl_seconds_after_finished,
-                                    backoff_limit=config.backoff_limit),
+                                    backoff_limit=config.backoff_limit,
+                                    # a server-side limit too, for a job whose launcher step died for good
+                                    active_deadline_seconds=math.ceil(config.timeout_s)),
         storage=storage_spec(config),
         service_account=config.service_account,
         run_id=identity,
@@ -53,6 +56,7 @@ def run(
     workers: int,
     checkpoint_dir: str,
     config: ClusterConfig,
+    reference_file: str = "",
     client=None,
     poll: launcher.Poll | None = None,
 ) -> dict:
@@ -70,14 +74,15 @@ def run(
         work = gfile_uri(model.uri) + ".mpijob"
         examples_at, graph_at = gfile_uri(transformed_examples.uri), gfile_uri(transform_graph.uri)
     model_at, logs_at = f"{work}/model", f"{work}/tensorboard"
-    args = mpijob.distributed_args(examples_at, graph_at, module_file, model_at, logs_at,
-                                   checkpoint_dir or f"{work}/checkpoints", json.dumps(hparams, sort_keys=True))
+    args = TrainerCommand(examples_at, graph_at, module_file, model_at, logs_at,
+                          checkpoint_dir or f"{work}/checkpoints", hparams).args()
     body = mpijob.render(build_spec(config, workers, identity, args))
     if client is None:
         from slipway.core.kube import KubeClient
 
         client = KubeClient()
-    reference = os.path.join(os.path.dirname(model.path) or ".", f"{body['metadata']['name']}.ref.json")
+    reference = reference_file or os.path.join(os.path.dirname(model.path) or ".",
+                                               f"{body['metadata']['name']}.ref.json")
     print(f"train: MPIJob {body['metadata']['namespace']}/{body['metadata']['name']} with {workers} workers",
           flush=True)
     launcher.run(body, client, launcher.MPIJOB, reference, config.timeout_s, poll=poll,

@@ -13,12 +13,14 @@ def train(
     module_file: str,
     model: Output[Model],
     tensorboard: Output[Artifact],
+    remote_job: Output[Artifact],
     hyperparameters: str = "{}",
     workers: int = 1,
     checkpoint_dir: str = "",
     backend: str = "local",
     cluster: str = "{}",
     trainer_image: str = "",
+    lineage_store: str = "",
 ):
     """Train the module's build_keras_model on transformed examples; export a serving SavedModel.
 
@@ -28,15 +30,20 @@ def train(
     backend "kubernetes" runs the same trainer as an MPIJob (kubeflow.org/v2beta1) configured by the `cluster`
     JSON object (namespace, storage secret or pvc, resources; see the component README). trainer_image: the
     MPIJob pods' image when `cluster` names none; the pipelines pass the trainer image pinned by digest at compile
-    (the Python default cannot: a lightweight component's source is all the step has).
+    (the Python default cannot: a lightweight component's source is all the step has). remote_job: the MPIJob's
+    reference (kind, namespace, name, uid), written before the launcher waits; {"backend": "local"} otherwise.
+
+    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
+    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
     """
     from slipway.components.train import executor
     from slipway.core.errors import SlipwayError
+    from slipway.core.launcher import remote_job_reference
     from slipway.core.step import Step
 
     params = {"module_file": module_file, "hyperparameters": hyperparameters, "workers": workers,
               "checkpoint_dir": checkpoint_dir, "backend": backend, "cluster": cluster}
-    with Step("train", params) as step:
+    with Step("train", params, lineage_store=lineage_store) as step:
         step.input("transformed_examples", "Examples", transformed_examples)
         step.input("transform_graph", "TransformGraph", transform_graph)
         step.input_file("module_file", "ModuleFile", module_file)
@@ -51,8 +58,9 @@ def train(
             hparams = executor.resolve_hyperparameters(executor.load_user_module(module_file), hyperparameters)
             config = cluster_backend.parse_config(cluster, default_image=trainer_image)
             meta = cluster_backend.run(transformed_examples, transform_graph, module_file, model, tensorboard,
-                                       hparams, workers, checkpoint_dir, config)
+                                       hparams, workers, checkpoint_dir, config, reference_file=remote_job.path)
         else:
             raise SlipwayError(f"backend {backend!r}: expected local or kubernetes")
         step.output("model", "Model", model, meta)
         step.output("tensorboard", "TensorBoardLogs", tensorboard)
+        remote_job_reference(remote_job, backend)

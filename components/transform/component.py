@@ -13,16 +13,20 @@ def transform(
     module_file: str,
     transform_graph: Output[Artifact],
     transformed_examples: Output[Dataset],
+    lineage_store: str = "",
 ):
     """TFT on Beam: analyse the train split with the module's preprocessing_fn and apply it to every split.
 
     Writes the transform graph (with the raw schema under metadata/) and transformed examples in the same
     Split-<name>/ layout as the input.
+
+    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
+    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
     """
     from slipway.components.transform import executor
     from slipway.core.step import Step
 
-    with Step("transform", {"module_file": module_file}) as step:
+    with Step("transform", {"module_file": module_file}, lineage_store=lineage_store) as step:
         step.input("examples", "Examples", examples)
         step.input("schema", "Schema", schema)
         step.input_file("module_file", "ModuleFile", module_file)

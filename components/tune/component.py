@@ -15,6 +15,7 @@ def tune(
     best_hyperparameters: Output[Artifact],
     metrics: Output[Metrics],
     report: Output[HTML],
+    remote_job: Output[Artifact],
     hyperparameters: str = "{}",
     trial_hyperparameters: str = '{"epochs": 2}',
     backend: str = "local",
@@ -22,24 +23,31 @@ def tune(
     cluster: str = "{}",
     trial_timeout_s: float = 0.0,
     trainer_image: str = "",
+    lineage_store: str = "",
 ) -> str:
     """Hyper-parameter search with a Katib v1beta1 spec (objective, algorithm, parameters, trial counts,
     earlyStopping medianstop): local trial processes (optuna) or a Katib Experiment (backend kubernetes).
 
     search_spec is the spec as JSON or YAML text (or a path to a file). Trials run the trainer with
     trial_hyperparameters over hyperparameters. Returns the base hyperparameters merged with the best
-    parameters as a JSON string, for the train step; best_hyperparameters holds the whole result. trainer_image:
-    the Katib trials' image when `cluster` names none; the pipelines pass the trainer image pinned by digest.
+    parameters as a JSON string, for the train step; best_hyperparameters holds the whole result. remote_job: the
+    Katib Experiment's reference (kind, namespace, name, uid) with backend kubernetes, else {"backend": "local"}.
+    trainer_image: the Katib trials' image when `cluster` names none; the pipelines pass the trainer image pinned
+    by digest.
+
+    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
+    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
     """
     import json
 
     from slipway.components.tune import executor
     from slipway.components.tune import report as tune_report
+    from slipway.core.launcher import remote_job_reference
     from slipway.core.step import Step
 
     params = {"search_spec": search_spec, "hyperparameters": hyperparameters, "backend": backend,
               "trial_hyperparameters": trial_hyperparameters, "workers": workers}
-    with Step("tune", params) as step:
+    with Step("tune", params, lineage_store=lineage_store) as step:
         step.input("transformed_examples", "Examples", transformed_examples)
         step.input("transform_graph", "TransformGraph", transform_graph)
         step.input_file("module_file", "ModuleFile", module_file)
@@ -47,10 +55,13 @@ def tune(
             transformed_examples.path, transform_graph.path, module_file, search_spec, best_hyperparameters.path,
             report.path, hyperparameters, trial_hyperparameters, backend, cluster, workers,
             trial_timeout_s=trial_timeout_s, identity=best_hyperparameters.uri, trainer_image=trainer_image,
+            transformed_examples_uri=transformed_examples.uri, transform_graph_uri=transform_graph.uri,
+            reference_file=remote_job.path,
         )
         for name, value in tune_report.metrics_for_kfp(result).items():
             metrics.log_metric(name, value)
         summary = {"parameters": result["parameters"], "objective": result["objective"], "trial": result["trial"],
                    "counts": result["counts"], "backend": result["backend"]}
         step.output("best_hyperparameters", "HyperParameters", best_hyperparameters, summary)
+        remote_job_reference(remote_job, backend)
     return json.dumps(result["hyperparameters"], sort_keys=True)

@@ -19,12 +19,16 @@ def validate(
     skew_thresholds: str = "{}",
     drift_thresholds: str = "{}",
     default_drift_threshold: float = -1.0,
+    lineage_store: str = "",
 ):
     """TFDV statistics per split, a schema (inferred, or schema_file), anomalies, train/eval skew and drift.
 
     Fails the step with a readable list of anomalies unless allow_anomalies is true. Thresholds are JSON
     objects {feature: threshold} (L-infinity for categorical, Jensen-Shannon divergence for numeric);
     default_drift_threshold < 0 means no drift check for unlisted features.
+
+    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
+    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
     """
     import contextlib
     import json
@@ -40,7 +44,7 @@ def validate(
         "drift_thresholds": drift_thresholds,
         "default_drift_threshold": default_drift_threshold,
     }
-    with Step("validate", params) as step:
+    with Step("validate", params, lineage_store=lineage_store) as step:
         step.input("examples", "Examples", examples)
         if schema_file:
             step.input_file("schema_file", "UserSchema", schema_file)

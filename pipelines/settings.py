@@ -1,0 +1,136 @@
+"""The two kinds of settings a pipeline takes, kept apart on purpose.
+
+PipelineInputs: what a run is given: the pipeline's parameters, one typed object instead of twenty keyword
+arguments. The cluster settings are among them (backend, cluster, object_store_secret, lineage_store), so one
+compiled YAML runs unchanged on one machine (kfp.local: backend "local", no secret, SQLite lineage from `slipway
+run`) and on a cluster (backend "kubernetes", the launchers' `cluster` JSON, an MLMD gRPC endpoint).
+
+KubernetesOptions: how the step pods are built (kfp-kubernetes platform config), fixed at compile time because
+KFP fixes them there: object-store credentials as environment from a Secret (its name is still a run parameter),
+the run id from the pod's own labels, an optional PVC on every step, and node selector, tolerations and GPUs for
+the train step. kfp.local ignores this platform config, which is what keeps the YAML portable. The run's
+ServiceAccount is not part of a compiled pipeline in KFP v2: it is chosen when a run is submitted (the KFP UI, or
+kfp.Client's `service_account`); manifests/ creates `slipway-pipeline` with exactly the launchers' permissions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from slipway.core.errors import SlipwayError
+
+# The Secret manifests/base creates: AWS_* credentials plus the S3 endpoint settings tf.io.gfile reads.
+OBJECT_STORE_SECRET = "slipway-object-store"
+OBJECT_STORE_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "S3_ENDPOINT", "S3_USE_HTTPS",
+                     "S3_VERIFY_SSL")
+# Argo names each run's Workflow uniquely and labels every pod of it with that name: the lineage run context.
+RUN_ID_FIELD = "metadata.labels['workflows.argoproj.io/workflow']"
+
+
+@dataclass(frozen=True)
+class PipelineInputs:
+    """Every input of compose(): the pipeline parameters (KFP channels at compile time) and per-pipeline constants."""
+
+    pipeline_name: str
+    data: Any
+    label: Any
+    module_file: Any
+    data_format: Any = "auto"
+    image_size: Any = ""
+    key: Any = ""
+    splits: Any = "train:2,eval:1"
+    schema_file: Any = ""
+    allow_anomalies: Any = False
+    skew_thresholds: Any = "{}"
+    drift_thresholds: Any = "{}"
+    hyperparameters: Any = "{}"
+    workers: Any = 1
+    checkpoint_dir: Any = ""
+    eval_settings: Any = ""
+    baseline_model: Any = "auto"
+    model_name: Any = "model"
+    model_base: Any = ""
+    keep_serving: Any = False
+    serving_port: Any = 0
+    search_spec: Any = None
+    trial_hyperparameters: Any = None
+    # the cluster settings
+    backend: Any = "local"
+    cluster: Any = "{}"
+    object_store_secret: Any = OBJECT_STORE_SECRET
+    lineage_store: Any = ""
+    deploy_backend: Any = "local"
+    deploy_cluster: Any = "{}"
+
+    @classmethod
+    def of(cls, pipeline_name: str, parameters: dict[str, Any], **constants: Any) -> PipelineInputs:
+        """From a pipeline function's locals(): a parameter compose() does not know is a bug, caught at import."""
+        # a pipeline function's locals() also holds the KubernetesOptions its closure uses
+        parameters = {k: v for k, v in parameters.items() if not isinstance(v, KubernetesOptions)}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(parameters) - known)
+        if unknown:
+            raise TypeError(f"pipeline {pipeline_name}: parameters {unknown} are not PipelineInputs fields")
+        return cls(pipeline_name=pipeline_name, **parameters, **constants)
+
+
+@dataclass(frozen=True)
+class KubernetesOptions:
+    """Compile-time pod options (see the module docstring). Defaults: credentials from the pipeline's
+    object_store_secret parameter and the run id from the pod's labels; nothing else."""
+
+    object_store_secret: bool = True
+    pvc: str = ""
+    mount_path: str = "/data"
+    trainer_node_selector: dict[str, str] = field(default_factory=dict)
+    trainer_tolerations: list[dict[str, Any]] = field(default_factory=list)
+    trainer_gpus: int = 0
+    trainer_accelerator: str = "nvidia.com/gpu"
+
+    @classmethod
+    def load(cls, path: str | Path) -> KubernetesOptions:
+        """From a YAML or JSON file; unknown keys and wrong types are one-line errors naming the file."""
+        import yaml
+
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SlipwayError(f"kubernetes options {path}: {exc}") from None
+        if not isinstance(raw, dict):
+            raise SlipwayError(f"kubernetes options {path}: expected a mapping")
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(raw) - set(known))
+        if unknown:
+            raise SlipwayError(f"kubernetes options {path}: unknown keys {unknown} (known: {', '.join(known)})")
+        expected = {"object_store_secret": bool, "pvc": str, "mount_path": str, "trainer_node_selector": dict,
+                    "trainer_tolerations": list, "trainer_gpus": int, "trainer_accelerator": str}
+        for key, value in raw.items():
+            if not isinstance(value, expected[key]) or (expected[key] is int and isinstance(value, bool)):
+                raise SlipwayError(f"kubernetes options {path}: {key} must be {expected[key].__name__}, "
+                                   f"got {json.dumps(value)}")
+        if raw.get("trainer_gpus", 0) < 0:
+            raise SlipwayError(f"kubernetes options {path}: trainer_gpus must be >= 0")
+        return cls(**raw)
+
+
+def apply_kubernetes_options(task, inputs: PipelineInputs, options: KubernetesOptions, trainer: bool = False):
+    """kfp-kubernetes platform config for one step's pod; returns the task."""
+    from kfp import kubernetes
+
+    if options.object_store_secret:
+        kubernetes.use_secret_as_env(task, secret_name=inputs.object_store_secret,
+                                     secret_key_to_env={key: key for key in OBJECT_STORE_KEYS})
+    kubernetes.use_field_path_as_env(task, env_name="SLIPWAY_RUN_ID", field_path=RUN_ID_FIELD)
+    if options.pvc:
+        kubernetes.mount_pvc(task, pvc_name=options.pvc, mount_path=options.mount_path)
+    if trainer:
+        if options.trainer_node_selector:
+            kubernetes.add_node_selector_json(task, options.trainer_node_selector)
+        for toleration in options.trainer_tolerations:
+            kubernetes.add_toleration_json(task, toleration)
+        if options.trainer_gpus:
+            task.set_accelerator_type(options.trainer_accelerator).set_accelerator_limit(options.trainer_gpus)
+    return task

@@ -1,0 +1,141 @@
+"""The compiled pipelines reach the cluster paths: cluster settings as run parameters, pod options through
+kfp-kubernetes, and no credential in any compiled file however the compiling environment is set up."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from slipway import compile as slipway_compile
+from slipway.pipelines.settings import OBJECT_STORE_KEYS, OBJECT_STORE_SECRET, KubernetesOptions, PipelineInputs
+from slipway.pipelines.training import build
+
+ROOT = Path(__file__).resolve().parent.parent
+PIPELINES = ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml")
+CLUSTER_PARAMETERS = ("backend", "cluster", "object_store_secret", "lineage_store", "deploy_backend",
+                      "deploy_cluster")
+OPTIONS = {
+    "pvc": "slipway-data", "mount_path": "/mnt/shared", "trainer_gpus": 2,
+    "trainer_node_selector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
+    "trainer_tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+}
+
+
+def documents(path: Path) -> tuple[dict, dict]:
+    """(pipeline spec, kubernetes platform spec or {})."""
+    docs = list(yaml.safe_load_all(path.read_text()))
+    platform = docs[1]["platforms"]["kubernetes"]["deploymentSpec"]["executors"] if len(docs) > 1 else {}
+    return docs[0], platform
+
+
+def task_inputs(spec: dict, task: str) -> dict:
+    return spec["root"]["dag"]["tasks"][task]["inputs"]["parameters"]
+
+
+@pytest.mark.parametrize("name", PIPELINES)
+def test_every_pipeline_takes_the_cluster_settings_as_run_parameters(name: str):
+    spec, _ = documents(ROOT / "pipelines" / name)
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert set(CLUSTER_PARAMETERS) <= set(parameters)
+    assert parameters["object_store_secret"]["defaultValue"] == OBJECT_STORE_SECRET
+    tasks = spec["root"]["dag"]["tasks"]
+    for task in ("train", "tune") if "tune" in tasks else ("train",):
+        for parameter in ("backend", "cluster"):
+            assert task_inputs(spec, task)[parameter] == {"componentInputParameter": parameter}, (task, parameter)
+    for task in tasks:  # every step records lineage to the store the run names
+        assert task_inputs(spec, task)["lineage_store"] == {"componentInputParameter": "lineage_store"}, task
+    assert task_inputs(spec, "deploy")["backend"] == {"componentInputParameter": "deploy_backend"}
+
+
+@pytest.mark.parametrize("name", PIPELINES)
+def test_every_step_gets_object_store_credentials_only_by_secret_reference(name: str):
+    spec, executors = documents(ROOT / "pipelines" / name)
+    assert set(executors) == set(spec["deploymentSpec"]["executors"])  # every step, none forgotten
+    for executor, config in executors.items():
+        [secret] = config["secretAsEnv"]
+        assert secret["secretNameParameter"] == {"componentInputParameter": "object_store_secret"}, executor
+        assert {(m["secretKey"], m["envVar"]) for m in secret["keyToEnv"]} == {(k, k) for k in OBJECT_STORE_KEYS}
+        assert config["fieldPathAsEnv"] == [{"name": "SLIPWAY_RUN_ID", "fieldPath":
+                                             "metadata.labels['workflows.argoproj.io/workflow']"}]
+        assert "pvcMount" not in config and "nodeSelector" not in config  # defaults add nothing else
+
+
+def test_kubernetes_options_mount_the_pvc_everywhere_and_place_only_the_trainer(tmp_path: Path):
+    options_file = tmp_path / "options.yaml"
+    options_file.write_text(yaml.safe_dump(OPTIONS))
+    written = slipway_compile.compile_pipelines(KubernetesOptions.load(options_file), tmp_path / "out")
+    assert [p.name for p in written] == list(PIPELINES)
+    spec, executors = documents(tmp_path / "out" / "tuned_tabular_pipeline.yaml")
+    for executor, config in executors.items():
+        assert [m["mountPath"] for m in config["pvcMount"]] == ["/mnt/shared"], executor
+        assert config["pvcMount"][0]["pvcNameParameter"]["runtimeValue"]["constant"] == "slipway-data"
+        placed = "nodeSelector" in config or "tolerations" in config
+        assert placed is (executor == "exec-train"), executor
+    train = executors["exec-train"]
+    assert train["nodeSelector"]["nodeSelectorJson"]["runtimeValue"]["constant"] == OPTIONS["trainer_node_selector"]
+    assert train["tolerations"] == OPTIONS["trainer_tolerations"]
+    accelerator = spec["deploymentSpec"]["executors"]["exec-train"]["container"]["resources"]["accelerator"]
+    assert (accelerator["resourceCount"], accelerator["resourceType"]) == ("2", "nvidia.com/gpu")
+    assert "accelerator" not in spec["deploymentSpec"]["executors"]["exec-ingest"]["container"].get("resources", {})
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("pvcs: x\n", r"unknown keys \['pvcs'\]"),
+    ("trainer_gpus: true\n", "trainer_gpus must be int, got true"),
+    ("trainer_tolerations: {key: a}\n", "trainer_tolerations must be list"),
+    ("- a\n", "expected a mapping"),
+])
+def test_bad_kubernetes_options_are_one_line_errors_naming_the_file(tmp_path: Path, content: str, message: str):
+    from slipway.core.errors import SlipwayError
+
+    path = tmp_path / "options.yaml"
+    path.write_text(content)
+    with pytest.raises(SlipwayError, match=rf"^kubernetes options {path}: {message}"):
+        KubernetesOptions.load(path)
+
+
+def test_compose_takes_one_settings_object_and_rejects_unknown_parameters():
+    with pytest.raises(TypeError, match=r"parameters \['bakend'\] are not PipelineInputs fields"):
+        PipelineInputs.of("p", {"data": "d", "label": "l", "module_file": "m", "bakend": "local"})
+    assert len(build()) == 3
+
+
+FAKE = {
+    "AWS_ACCESS_KEY_ID": "AKIAFAKEACCESSKEY0001", "AWS_SECRET_ACCESS_KEY": "fake/secret+key/0123456789abcdefXYZ",
+    "AWS_SESSION_TOKEN": "FakeSessionToken0123456789", "MINIO_ROOT_PASSWORD": "fake-minio-password-42",
+    "KF_PIPELINES_SA_TOKEN_PATH": "/fake/token/path-4242", "KFP_BEARER_TOKEN": "fake.bearer.token.4242",
+    "S3_ENDPOINT": "http://fake-endpoint-4242.example:9000", "SLIPWAY_LINEAGE": "grpc://fake-mlmd-4242:8080",
+}
+COMPILE_EVERYTHING = """
+import sys
+from pathlib import Path
+from slipway import compile as c
+out = Path(sys.argv[1])
+for path, func in c.targets().items():
+    (out / f"{path.parent.name}-{path.name}").write_text(c.compile_to_text(func))
+"""
+
+
+def test_no_credential_reaches_a_compiled_file_from_the_environment(tmp_path: Path):
+    """Compile every component, pipeline and manifest, default and with every Kubernetes option, in an
+    environment full of fake credentials, and scan every file written."""
+    env = {**os.environ, **FAKE}
+    options_file = tmp_path / "options.yaml"
+    options_file.write_text(yaml.safe_dump(OPTIONS))
+    (tmp_path / "all").mkdir()
+    subprocess.run([sys.executable, "-c", COMPILE_EVERYTHING, str(tmp_path / "all")], env=env, check=True,
+                   capture_output=True)
+    subprocess.run([sys.executable, "-m", "slipway.cli", "compile", "--kubernetes-options", str(options_file),
+                    "--output-dir", str(tmp_path / "options")], env=env, check=True, capture_output=True)
+    files = sorted((tmp_path / "all").iterdir()) + sorted((tmp_path / "options").iterdir())
+    assert len(files) == len(slipway_compile.targets()) + 3
+    for path in files:
+        text = path.read_text()
+        leaked = [name for name, value in FAKE.items() if value in text or json.dumps(value)[1:-1] in text]
+        assert not leaked, f"{path.name} carries {leaked}"
