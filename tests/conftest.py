@@ -43,3 +43,38 @@ def taxi_run(tmp_path_factory) -> tuple[Path, dict]:
     summary = json.loads((workdir / "summary.json").read_text())
     assert code == 0, summary.get("error")
     return workdir, summary
+
+
+# --- the apiserver tier (tests/test_apiserver.py) ----------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILE_NAMESPACE = "kubeflow-user-example-com"  # manifests/overlays/kubeflow-profile's namespace
+APISERVER_CRDS = {  # CRD name: its copy in slipway/core/testdata/crds (KServe's is rejected by the v1.20 server)
+    "mpijobs.kubeflow.org": "mpi-operator_kubeflow.org_mpijobs.yaml",
+    "experiments.kubeflow.org": "katib_experiments.kubeflow.org.yaml",
+    "trials.kubeflow.org": "katib_trials.kubeflow.org.yaml",
+}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "apiserver: needs a real kube-apiserver (the session fixture `apiserver` "
+                                       "starts one; its first build takes minutes)")
+
+
+@pytest.fixture(scope="session")
+def apiserver():
+    """A real kube-apiserver v1.20 + etcd on 127.0.0.1 for the session (slipway.core.testing_apiserver; the binary is
+    built and cached first if this machine has none) with the MPIJob and Katib CRDs installed and Established, and
+    the namespace kubeflow-user-example-com holding manifests/overlays/kubeflow-profile (ServiceAccount, Role,
+    RoleBinding, Secret). Tests share it: they use unique object names and delete what they create."""
+    from slipway.core import testing_apiserver
+
+    crds = ROOT / "slipway" / "core" / "testdata" / "crds"
+    with testing_apiserver.running() as server:
+        # create, not apply: apply's last-applied annotation would exceed the annotation size limit (MPIJob CRD)
+        server.kubectl("create", *(arg for name in APISERVER_CRDS.values() for arg in ("-f", str(crds / name))))
+        server.wait_established(*APISERVER_CRDS, timeout=60)  # kubectl wait --for condition=established, retried
+        server.kubectl("create", "namespace", PROFILE_NAMESPACE)
+        rendered = server.kubectl("kustomize", str(ROOT / "manifests" / "overlays" / "kubeflow-profile")).stdout
+        server.kubectl("apply", "-f", "-", input=rendered)
+        yield server
