@@ -248,7 +248,10 @@ def gpu_mpijob(**overrides) -> dict:
     )
     values = dict(name=unique("taxi-train"), namespace=NAMESPACE, workers=2, slots_per_worker=1, trainer_args=args,
                   worker_resources=Resources(cpu="4", memory="16Gi", gpus=1), storage=STORE,
-                  service_account=ACCOUNT, run_id=run_id, task="train")
+                  service_account=ACCOUNT, run_id=run_id, task="train",
+                  node_selector={"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
+                  tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                  run_policy=mpijob.RunPolicy(active_deadline_seconds=21600))
     values.update(overrides)
     return mpijob.render(MPIJobSpec(**values))
 
@@ -261,6 +264,8 @@ def test_a_rendered_gpu_mpijob_is_stored_whole(account, admin):
         workers = stored["spec"]["mpiReplicaSpecs"]["Worker"]
         assert workers["replicas"] == 2
         assert workers["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        assert workers["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+        assert stored["spec"]["runPolicy"]["activeDeadlineSeconds"] == 21600
 
 
 def trial_values(experiment: dict, trial_name: str) -> dict:

@@ -41,6 +41,8 @@ def build_spec(config: ClusterConfig, workers: int, identity: str, trainer_args:
                                     active_deadline_seconds=math.ceil(config.timeout_s)),
         storage=storage_spec(config),
         service_account=config.service_account,
+        node_selector=config.node_selector,
+        tolerations=config.tolerations,
         run_id=identity,
         task="train",
     )

@@ -10,7 +10,7 @@ shared PVC (`pvc`, `mount_path`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from slipway.core import mpijob
@@ -45,6 +45,8 @@ class ClusterConfig:
     clean_pod_policy: str = "Running"
     ttl_seconds_after_finished: int = 3600
     backoff_limit: int = 0
+    node_selector: dict = field(default_factory=dict)  # for the worker pods, e.g. the GPU nodes' label
+    tolerations: list = field(default_factory=list)  # e.g. [{"key": "nvidia.com/gpu", "operator": "Exists"}]
 
 
 def load_settings_object(text: str | dict) -> dict:
@@ -71,7 +73,8 @@ def parse_config(text: str | dict, default_image: str = "") -> ClusterConfig:
     if unknown:
         raise SlipwayError(f"cluster: unknown keys {unknown} (known: {', '.join(known)})")
     for key, value in raw.items():
-        expected = type(getattr(ClusterConfig, key))
+        default = known[key].default_factory() if known[key].default is MISSING else known[key].default
+        expected = type(default)
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             continue
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):

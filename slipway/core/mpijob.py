@@ -92,6 +92,9 @@ class MPIJobSpec:
     service_account: str = ""
     run_id: str = ""
     task: str = ""
+    # where the worker pods may run (GPU nodes are usually labelled and tainted); the launcher needs no GPU
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, Any]] = ()
 
 
 def distributed_args(
@@ -129,6 +132,7 @@ def validate(spec: MPIJobSpec) -> None:
         raise SlipwayError(f"mpijob: image {spec.image!r} is empty or contains spaces")
     if spec.service_account and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", spec.service_account):
         raise SlipwayError(f"mpijob: service_account {spec.service_account!r} is not a valid name")
+    _validate_placement(spec)
     if isinstance(spec.trainer_args, str) or not all(isinstance(a, str) for a in spec.trainer_args):
         raise SlipwayError("mpijob: trainer_args must be a list of strings")
     _validate_env(spec.env)
@@ -145,6 +149,27 @@ def validate(spec: MPIJobSpec) -> None:
     for role, res in (("worker", spec.worker_resources), ("launcher", spec.launcher_resources)):
         _quantities(role, res)
     _validate_storage(spec)
+
+
+TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationSeconds")
+
+
+def _validate_placement(spec: MPIJobSpec) -> None:
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(spec.node_selector).items()):
+        raise SlipwayError(f"mpijob: node_selector must map label names to label values (strings), got "
+                           f"{dict(spec.node_selector)!r}")
+    for index, toleration in enumerate(spec.tolerations):
+        where = f"mpijob: tolerations[{index}]"
+        if not isinstance(toleration, Mapping):
+            raise SlipwayError(f"{where}: expected an object, got {toleration!r}")
+        unknown = sorted(set(toleration) - set(TOLERATION_KEYS))
+        if unknown:
+            raise SlipwayError(f"{where}: unknown keys {unknown} (known: {', '.join(TOLERATION_KEYS)})")
+        if toleration.get("operator", "Equal") not in ("Equal", "Exists"):
+            raise SlipwayError(f"{where}.operator: {toleration['operator']!r} is not Equal or Exists")
+        if toleration.get("effect", "") not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise SlipwayError(f"{where}.effect: {toleration['effect']!r} is not NoSchedule, PreferNoSchedule or "
+                               "NoExecute")
 
 
 def _validate_env(env: Mapping[str, str]) -> None:
@@ -241,6 +266,11 @@ def _pod_template(spec: MPIJobSpec, container: dict, labels: dict) -> dict:
     }
     if spec.service_account:
         pod["serviceAccountName"] = spec.service_account
+    if container.get("name") == WORKER_CONTAINER:
+        if spec.node_selector:
+            pod["nodeSelector"] = dict(spec.node_selector)
+        if spec.tolerations:
+            pod["tolerations"] = [dict(t) for t in spec.tolerations]
     if isinstance(spec.storage, Pvc):
         pod["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": spec.storage.claim_name}}]
         container["volumeMounts"] = [{"name": "data", "mountPath": spec.storage.mount_path}]

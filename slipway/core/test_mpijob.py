@@ -288,3 +288,40 @@ def test_render_command_rejects_bad_flags(extra, message):
     with pytest.raises(SlipwayError) as caught:
         run_render(parse([*BASE, *extra]), io.StringIO())
     assert message in str(caught.value)
+
+
+def test_workers_are_placed_by_node_selector_and_tolerations_and_the_launcher_is_not(validator):
+    placed = spec(node_selector={"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
+                  tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                  worker_resources=Resources(cpu="4", memory="16Gi", gpus=1))
+    obj = mpijob.render(placed)
+    assert schema_errors(validator, obj) == []
+    worker = obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    launcher_pod = obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
+    assert worker["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+    assert worker["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert "nodeSelector" not in launcher_pod and "tolerations" not in launcher_pod  # no GPU node for mpirun
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"node_selector": {"gpu": 1}}, "node_selector must map label names to label values"),
+    ({"tolerations": [{"key": "a", "operator": "In"}]}, r"tolerations\[0\].operator: 'In' is not Equal or Exists"),
+    ({"tolerations": [{"taint": "a"}]}, r"tolerations\[0\]: unknown keys \['taint'\]"),
+])
+def test_bad_placement_is_a_one_line_error(overrides, message):
+    with pytest.raises(SlipwayError, match=message):
+        mpijob.render(spec(**overrides))
+
+
+def test_the_cluster_settings_carry_placement_to_the_mpijob():
+    from slipway.components.train.cluster import build_spec
+    from slipway.core.cluster import parse_config
+
+    config = parse_config({"namespace": "ml", "secret": "s", "gpus": 1, "timeout_s": 7200,
+                           "node_selector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]})
+    built = build_spec(config, 2, "abc123", ["--model-dir", "s3://b/m"])
+    obj = mpijob.render(built)
+    assert obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert obj["spec"]["runPolicy"]["activeDeadlineSeconds"] == 7200  # the server-side limit is the timeout
+    with pytest.raises(SlipwayError, match=r"cluster.tolerations: expected list"):
+        parse_config({"namespace": "ml", "secret": "s", "tolerations": {"key": "gpu"}})
