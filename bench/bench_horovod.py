@@ -45,12 +45,12 @@ def train(root: Path, module: str, name: str, workers: int, hparams: dict, horov
 
     out = root / name
     if horovod and workers == 1:  # one rank under horovodrun: Horovod's own overhead without a peer
-        from slipway.core.mpijob import distributed_args
+        from slipway.core.trainer_command import TrainerCommand
 
-        args = distributed_args(str(root / "tx"), str(root / "graph"), module, str(out / "model"), str(out / "tb"),
-                                hyperparameters=json.dumps({**hparams, "seed": 42}), digest_dir=str(out / "d"))
+        command = TrainerCommand(str(root / "tx"), str(root / "graph"), module, str(out / "model"),
+                                 str(out / "tb"), hyperparameters={**hparams, "seed": 42}, digest_dir=str(out / "d"))
         started = time.perf_counter()
-        executor.run_horovod_locally(1, args)
+        executor.run_horovod_locally(1, command)
         meta = json.loads((out / "model" / "model_meta.json").read_text())
         return {**meta, "seconds": time.perf_counter() - started}
     return executor.run(str(root / "tx"), str(root / "graph"), module, str(out / "model"), str(out / "tb"), hparams,

@@ -84,8 +84,8 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
     ).set_caching_options(False))  # a deployment is a side effect, never a cached result
 
 
-def build(options: KubernetesOptions | None = None):
-    """(tabular_pipeline, tuned_tabular_pipeline, image_pipeline) with these Kubernetes options."""
+def build(options: KubernetesOptions | None = None) -> dict:
+    """The three pipelines with these Kubernetes options, by their names here (each compiles to pipelines/NAME.yaml)."""
     options = options or KubernetesOptions()
 
     @dsl.pipeline(name=TABULAR,
@@ -184,7 +184,9 @@ def build(options: KubernetesOptions | None = None):
     ):
         compose(PipelineInputs.of(IMAGES, locals()), options)
 
-    return tabular_pipeline, tuned_tabular_pipeline, image_pipeline
+    return {"tabular_pipeline": tabular_pipeline, "tuned_tabular_pipeline": tuned_tabular_pipeline,
+            "image_pipeline": image_pipeline}
 
 
-tabular_pipeline, tuned_tabular_pipeline, image_pipeline = build()
+PIPELINES = build()
+tabular_pipeline, tuned_tabular_pipeline, image_pipeline = PIPELINES.values()

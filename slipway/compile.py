@@ -24,7 +24,7 @@ from slipway.components import (
     ValidateOp,
 )
 from slipway.core import images
-from slipway.pipelines.training import image_pipeline, tabular_pipeline, tuned_tabular_pipeline
+from slipway.pipelines.training import PIPELINES
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS_DIR = ROOT / "components"
@@ -46,9 +46,7 @@ def targets() -> dict[Path, object]:
         COMPONENTS_DIR / "tune" / "component.yaml": TuneOp,
         COMPONENTS_DIR / "resolve_baseline" / "component.yaml": ResolveBaselineOp,
         COMPONENTS_DIR / "deploy" / "component.yaml": DeployOp,
-        PIPELINES_DIR / "tabular_pipeline.yaml": tabular_pipeline,
-        PIPELINES_DIR / "image_pipeline.yaml": image_pipeline,
-        PIPELINES_DIR / "tuned_tabular_pipeline.yaml": tuned_tabular_pipeline,
+        **{PIPELINES_DIR / f"{name}.yaml": pipeline for name, pipeline in PIPELINES.items()},
         MANIFESTS_DIR / "mpijob-example.yaml": example_mpijob,
         MANIFESTS_DIR / "katib-experiment-example.yaml": example_experiment,
         MANIFESTS_DIR / "inferenceservice-example.yaml": example_inference_service,
@@ -58,11 +56,12 @@ def targets() -> dict[Path, object]:
 def example_mpijob() -> str:
     """What the train component's kubernetes backend creates for 2 GPU workers on MinIO (object store)."""
     from slipway.core import mpijob
+    from slipway.core.trainer_command import TrainerCommand
 
     spec = mpijob.MPIJobSpec(
         name="taxi-train-example", namespace="kubeflow-user", workers=2,
-        trainer_args=mpijob.distributed_args(model_dir="s3://mlpipeline/example-run/train/model.mpijob/model",
-                                             hyperparameters='{"epochs": 3}', **EXAMPLE_URIS),
+        trainer_args=TrainerCommand(model_dir="s3://mlpipeline/example-run/train/model.mpijob/model",
+                                    hyperparameters='{"epochs": 3}', **EXAMPLE_URIS).args(),
         worker_resources=mpijob.Resources(cpu="4", memory="16Gi", gpus=1),
         storage=mpijob.ObjectStore(secret_name="mlpipeline-minio-artifact",
                                    endpoint="http://minio-service.kubeflow:9000", use_https=False, verify_ssl=False),
@@ -103,9 +102,8 @@ def compile_pipelines(options, output_dir: Path) -> list[Path]:
     images.require_pinned()
     output_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    names = ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml")  # as in pipelines/
-    for name, pipeline in zip(names, build(options), strict=True):
-        path = output_dir / name
+    for name, pipeline in build(options).items():
+        path = output_dir / f"{name}.yaml"  # the committed copy's name in pipelines/
         path.write_text(compile_to_text(pipeline))
         written.append(path)
     return written

@@ -138,6 +138,7 @@ def _common_args(args: argparse.Namespace, kind: str) -> tuple[dict, dict, objec
 
 def render_yaml_from_args(args: argparse.Namespace) -> str:
     from slipway.core import mpijob
+    from slipway.core.trainer_command import TrainerCommand
 
     hparams, env, storage = _common_args(args, "mpijob")
     spec = mpijob.MPIJobSpec(
@@ -146,11 +147,11 @@ def render_yaml_from_args(args: argparse.Namespace) -> str:
         workers=args.workers,
         image=args.image or mpijob.TRAINER_IMAGE,
         slots_per_worker=args.slots_per_worker,
-        trainer_args=mpijob.distributed_args(
+        trainer_args=TrainerCommand(
             transformed_examples=args.transformed_examples, transform_graph=args.transform_graph,
             module_file=args.module_file, model_dir=args.model_dir, tensorboard_dir=args.tensorboard_dir,
-            checkpoint_dir=args.checkpoint_dir, hyperparameters=json.dumps(hparams, sort_keys=True),
-        ),
+            checkpoint_dir=args.checkpoint_dir, hyperparameters=hparams,
+        ).args(),
         env=env,
         worker_resources=mpijob.Resources(cpu=args.cpu, memory=args.memory, gpus=args.gpus),
         launcher_resources=mpijob.Resources(cpu=args.launcher_cpu, memory=args.launcher_memory),

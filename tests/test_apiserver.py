@@ -35,6 +35,7 @@ from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, render_experiment
 from slipway.core import kube, launcher, mpijob, permissions
 from slipway.core.mpijob import MPIJobSpec, ObjectStore, Resources
+from slipway.core.trainer_command import TrainerCommand
 
 pytestmark = pytest.mark.apiserver
 
@@ -240,12 +241,12 @@ def test_the_launchers_client_works_as_the_pipeline_account(admin, account):
 
 def gpu_mpijob(**overrides) -> dict:
     run_id = unique("run")
-    args = mpijob.distributed_args(
+    args = TrainerCommand(
         transformed_examples=f"s3://mlpipeline/{run_id}/transform/transformed_examples",
         transform_graph=f"s3://mlpipeline/{run_id}/transform/transform_graph",
         module_file="/opt/slipway/pipelines/modules/taxi.py", model_dir=f"s3://mlpipeline/{run_id}/train/model",
         tensorboard_dir=f"s3://mlpipeline/{run_id}/train/tensorboard", hyperparameters='{"epochs": 3}',
-    )
+    ).args()
     values = dict(name=unique("taxi-train"), namespace=NAMESPACE, workers=2, slots_per_worker=1, trainer_args=args,
                   worker_resources=Resources(cpu="4", memory="16Gi", gpus=1), storage=STORE,
                   service_account=ACCOUNT, run_id=run_id, task="train",

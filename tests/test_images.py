@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from slipway.core.testing import free_port
+from slipway.core.trainer_command import TrainerCommand
 from slipway.images import CONTAINERS_CONF, ROOT
 
 pytestmark = pytest.mark.slow
@@ -283,9 +284,9 @@ def test_trainer_image_trains_in_the_mpi_operators_topology(in_image_run, built,
     module = "/mnt/inputs/module/taxi.py"  # where the pods see the module file (a ConfigMap or the PVC on a cluster)
     spec = mpijob.MPIJobSpec(
         name="taxi-train-test", namespace="test", workers=1, slots_per_worker=2, image=built.ref("trainer"),
-        trainer_args=mpijob.distributed_args(
+        trainer_args=TrainerCommand(
             transform["transformed_examples"], transform["transform_graph"], module, str(out / "model"),
-            str(out / "tensorboard"), hyperparameters='{"epochs": 1}', digest_dir=str(out / "digests")),
+            str(out / "tensorboard"), hyperparameters='{"epochs": 1}', digest_dir=str(out / "digests")).args(),
         storage=mpijob.Pvc("unused", mount_path=str(workdir)),
     )
     replicas = mpijob.render(spec)["spec"]["mpiReplicaSpecs"]

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
@@ -28,7 +27,7 @@ import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 from slipway.components.train.model_module import load_user_module, resolve_hyperparameters
 from slipway.core.artifacts import read_json, staged_output
 from slipway.core.errors import SlipwayError
-from slipway.core.trainer_command import TrainerCommand, entry_point
+from slipway.core.trainer_command import TrainerCommand
 
 MODEL_META = "model_meta.json"
 LOG_TAIL_LINES = 30
@@ -83,16 +82,14 @@ def run(
     }
 
 
-def run_horovod_locally(workers: int, trainer: TrainerCommand | Sequence[str]) -> None:
-    """horovodrun with `workers` local ranks over Gloo; output streamed; a failed rank named in the error.
-
-    trainer: the ranks' command (this interpreter runs it), or just its flags (TrainerCommand(...).args())."""
+def run_horovod_locally(workers: int, trainer: TrainerCommand) -> None:
+    """horovodrun with `workers` local ranks over Gloo, each running trainer with this interpreter; output
+    streamed; a failed rank named in the error."""
     horovodrun = Path(sys.executable).with_name("horovodrun")
     if not horovodrun.exists():
         raise SlipwayError(f"train: workers={workers} needs Horovod, but {horovodrun} is missing; run .ci/setup")
-    ranks = trainer.command(sys.executable) if isinstance(trainer, TrainerCommand) \
-        else [*entry_point(sys.executable), *trainer]
-    command = [str(horovodrun), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo", *ranks]
+    command = [str(horovodrun), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo",
+               *trainer.command(sys.executable)]
     tail: collections.deque[str] = collections.deque(maxlen=LOG_TAIL_LINES)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -17,7 +17,7 @@ import slipway  # noqa: F401  (environment defaults first)
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
 from slipway.core.launcher import MPIJOB, owner_labels
-from slipway.core.trainer_command import TrainerCommand, entry_point
+from slipway.core.trainer_command import entry_point
 
 API_VERSION = f"{MPIJOB.group}/{MPIJOB.version}"
 ENTRY_POINT = tuple(entry_point("python"))  # the trainer in the pods (slipway/core/trainer_command.py)
@@ -95,21 +95,6 @@ class MPIJobSpec:
     # where the worker pods may run (GPU nodes are usually labelled and tainted); the launcher needs no GPU
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: Sequence[Mapping[str, Any]] = ()
-
-
-def distributed_args(
-    transformed_examples: str,
-    transform_graph: str,
-    module_file: str,
-    model_dir: str,
-    tensorboard_dir: str = "",
-    checkpoint_dir: str = "",
-    hyperparameters: str = "{}",
-    digest_dir: str = "",
-) -> list[str]:
-    """The trainer's flags for an MPIJobSpec's trainer_args: TrainerCommand(...).args() (kept for callers)."""
-    return TrainerCommand(transformed_examples, transform_graph, module_file, model_dir, tensorboard_dir,
-                          checkpoint_dir, hyperparameters, digest_dir).args()
 
 
 def validate(spec: MPIJobSpec) -> None:
@@ -259,14 +244,15 @@ def _container_resources(role: str, res: Resources) -> dict:
     return {"requests": dict(quantities), "limits": dict(quantities)} if quantities else {}
 
 
-def _pod_template(spec: MPIJobSpec, container: dict, labels: dict) -> dict:
+def _pod_template(spec: MPIJobSpec, container: dict, labels: dict, placed: bool = False) -> dict:
+    """placed: the pod goes where spec.node_selector and spec.tolerations say (the workers; mpirun needs no GPU)."""
     pod: dict[str, Any] = {
         "securityContext": {"runAsUser": USER_ID, "runAsGroup": USER_ID, "runAsNonRoot": True, "fsGroup": USER_ID},
         "containers": [container],
     }
     if spec.service_account:
         pod["serviceAccountName"] = spec.service_account
-    if container.get("name") == WORKER_CONTAINER:
+    if placed:
         if spec.node_selector:
             pod["nodeSelector"] = dict(spec.node_selector)
         if spec.tolerations:
@@ -323,7 +309,7 @@ def render(spec: MPIJobSpec) -> dict:
                 "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
                              "template": _pod_template(spec, launcher, labels)},
                 "Worker": {"replicas": spec.workers, "restartPolicy": "Never",
-                           "template": _pod_template(spec, worker, labels)},
+                           "template": _pod_template(spec, worker, labels, placed=True)},
             },
         },
     }
