@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from slipway.core.cluster import default_type
 from slipway.core.errors import SlipwayError
 
 # The Secret manifests/base creates: AWS_* credentials plus the S3 endpoint settings tf.io.gfile reads.
@@ -105,11 +106,10 @@ class KubernetesOptions:
         unknown = sorted(set(raw) - set(known))
         if unknown:
             raise SlipwayError(f"kubernetes options {path}: unknown keys {unknown} (known: {', '.join(known)})")
-        expected = {"object_store_secret": bool, "pvc": str, "mount_path": str, "trainer_node_selector": dict,
-                    "trainer_tolerations": list, "trainer_gpus": int, "trainer_accelerator": str}
         for key, value in raw.items():
-            if not isinstance(value, expected[key]) or (expected[key] is int and isinstance(value, bool)):
-                raise SlipwayError(f"kubernetes options {path}: {key} must be {expected[key].__name__}, "
+            expected = default_type(known[key])
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                raise SlipwayError(f"kubernetes options {path}: {key} must be {expected.__name__}, "
                                    f"got {json.dumps(value)}")
         if raw.get("trainer_gpus", 0) < 0:
             raise SlipwayError(f"kubernetes options {path}: trainer_gpus must be >= 0")

@@ -13,7 +13,14 @@ import os
 
 from slipway.core import launcher, mpijob, storage
 from slipway.core.artifacts import read_json
-from slipway.core.cluster import ClusterConfig, gfile_uri, own_namespace, parse_config, storage_spec
+from slipway.core.cluster import (
+    ClusterConfig,
+    copy_inputs_to_claim,
+    gfile_uri,
+    own_namespace,
+    parse_config,
+    storage_spec,
+)
 from slipway.core.trainer_command import TrainerCommand
 
 __all__ = ["ClusterConfig", "build_spec", "gfile_uri", "job_identity", "parse_config", "run"]
@@ -68,10 +75,8 @@ def run(
     trainer.make_plan(transformed_examples.path, hparams, workers * config.slots_per_worker)  # before launch
     identity = job_identity(model.uri)
     if config.pvc:
-        work = f"{config.mount_path.rstrip('/')}/slipway/{identity}"
-        examples_at, graph_at = f"{work}/transformed_examples", f"{work}/transform_graph"
-        storage.copy_tree(transformed_examples.path, examples_at)
-        storage.copy_tree(transform_graph.path, graph_at)
+        work, examples_at, graph_at = copy_inputs_to_claim(config, identity, transformed_examples.path,
+                                                           transform_graph.path)
     else:
         work = gfile_uri(model.uri) + ".mpijob"
         examples_at, graph_at = gfile_uri(transformed_examples.uri), gfile_uri(transform_graph.uri)

@@ -19,7 +19,14 @@ from slipway.components.tune import katib, local, report
 from slipway.components.tune.spec import load_spec
 from slipway.core import storage
 from slipway.core.artifacts import atomic_write_text
-from slipway.core.cluster import ClusterConfig, gfile_uri, own_namespace, parse_config, storage_spec
+from slipway.core.cluster import (
+    ClusterConfig,
+    copy_inputs_to_claim,
+    gfile_uri,
+    own_namespace,
+    parse_config,
+    storage_spec,
+)
 from slipway.core.errors import SlipwayError
 from slipway.core.mpijob import Resources
 
@@ -99,11 +106,7 @@ def _trial_inputs(config: ClusterConfig, key: str, paths: tuple[str, str],
     """(scratch folder to remove afterwards or "", transformed examples, transform graph) where the trial pods read
     them: the artifacts' object-store URIs, or copies of this step's local inputs on the shared claim."""
     if config.pvc:
-        work = f"{config.mount_path.rstrip('/')}/slipway/{key}"
-        examples_at, graph_at = f"{work}/transformed_examples", f"{work}/transform_graph"
-        storage.copy_tree(paths[0], examples_at)
-        storage.copy_tree(paths[1], graph_at)
-        return work, examples_at, graph_at
+        return copy_inputs_to_claim(config, key, *paths)
     return "", gfile_uri(uris[0]), gfile_uri(uris[1])
 
 

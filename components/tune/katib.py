@@ -32,7 +32,6 @@ the SDK-independent result (best_result()). admission_errors() mirrors Katib's a
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import re
 import shlex
@@ -568,8 +567,8 @@ def trial_records(search: Mapping[str, Any], client: Any, namespace: str, name: 
     if not hasattr(client, "list"):
         return []
     try:
-        trials = client.list(API_VERSION.split("/")[0], API_VERSION.split("/")[1], "trials", namespace,
-                             {EXPERIMENT_LABEL: name})
+        trials = client.list(launcher.KATIB_EXPERIMENT.group, launcher.KATIB_EXPERIMENT.version, "trials",
+                             namespace, {EXPERIMENT_LABEL: name})
     except Exception as exc:  # the search succeeded; its table is a nicety, never a reason to fail the step
         from slipway.core.launcher import describe_api_error
 
@@ -592,16 +591,13 @@ def _trial_record(search: Mapping[str, Any], trial: Mapping[str, Any]) -> dict:
             continue  # "unavailable"
     seconds = 0.0
     with contextlib.suppress(KeyError, TypeError, ValueError):
-        seconds = (_timestamp(status["completionTime"]) - _timestamp(status["startTime"])).total_seconds()
+        seconds = (launcher.parse_timestamp(status["completionTime"])
+                   - launcher.parse_timestamp(status["startTime"])).total_seconds()
     failed = _condition(trial, "Failed") or {}
     return {"name": (trial.get("metadata") or {}).get("name", ""), "parameters": parameters, "status": state,
             "objective": metrics.get(search["objective"]["objectiveMetricName"]), "metrics": metrics,
             "objective_values": [], "seconds": seconds, "reason": launcher.condition_message(failed) if failed
             else ""}
-
-
-def _timestamp(text: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
 
 
 def _condition(obj: Mapping[str, Any], cond_type: str) -> Mapping[str, Any] | None:

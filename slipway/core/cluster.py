@@ -10,10 +10,10 @@ shared PVC (`pvc`, `mount_path`).
 from __future__ import annotations
 
 import json
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 
-from slipway.core import mpijob
+from slipway.core import mpijob, storage
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
 
@@ -60,6 +60,11 @@ def load_settings_object(text: str | dict) -> dict:
     return raw
 
 
+def default_type(item: Field) -> type:
+    """The type a settings field takes, as its default shows (settings dataclasses give every field one)."""
+    return type(item.default_factory() if item.default is MISSING else item.default)
+
+
 def parse_config(text: str | dict, default_image: str = "") -> ClusterConfig:
     """The component's `cluster` JSON -> ClusterConfig; unknown keys and wrong types are one-line errors.
 
@@ -73,8 +78,7 @@ def parse_config(text: str | dict, default_image: str = "") -> ClusterConfig:
     if unknown:
         raise SlipwayError(f"cluster: unknown keys {unknown} (known: {', '.join(known)})")
     for key, value in raw.items():
-        default = known[key].default_factory() if known[key].default is MISSING else known[key].default
-        expected = type(default)
+        expected = default_type(known[key])
         if expected is float and isinstance(value, int) and not isinstance(value, bool):
             continue
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
@@ -97,6 +101,18 @@ def storage_spec(config: ClusterConfig) -> mpijob.ObjectStore | mpijob.Pvc:
         return mpijob.Pvc(claim_name=config.pvc, mount_path=config.mount_path)
     return mpijob.ObjectStore(secret_name=config.secret, endpoint=config.s3_endpoint, use_https=config.s3_use_https,
                               verify_ssl=config.s3_verify_ssl, region=config.s3_region)
+
+
+def copy_inputs_to_claim(config: ClusterConfig, key: str, transformed_examples: str,
+                         transform_graph: str) -> tuple[str, str, str]:
+    """(folder, transformed examples, transform graph): this step's local inputs copied onto the shared claim under
+    <mount_path>/slipway/<key>/, where the pods of train's MPIJob and of tune's trials read them. The caller
+    removes the folder once the job is done."""
+    work = f"{config.mount_path.rstrip('/')}/slipway/{key}"
+    examples_at, graph_at = f"{work}/transformed_examples", f"{work}/transform_graph"
+    storage.copy_tree(transformed_examples, examples_at)
+    storage.copy_tree(transform_graph, graph_at)
+    return work, examples_at, graph_at
 
 
 def own_namespace(config) -> str:

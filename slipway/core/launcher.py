@@ -70,8 +70,6 @@ LOG_TAIL_LINES = 20
 # Cleanup after SIGTERM must end inside Kubernetes' default 30 s grace period: a delete gets this many tries, each
 # bounded by the client's request timeout (slipway.core.kube.REQUEST_TIMEOUT_S), one second apart.
 CLEANUP_ATTEMPTS = 2
-# What each call of the ResourceClient needs from RBAC (for a 403's message); "read log" is two calls.
-VERBS = {"get": "get", "create": "create", "update": "update", "delete": "delete"}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -592,7 +590,7 @@ def permission_denied(ref: ResourceRef, action: str, exc: BaseException) -> Perm
         needed = "list pods and get pods/log"
     else:
         resource = f"{ref.plural}.{ref.group}" if ref.group else ref.plural
-        needed = f"{VERBS.get(action, action)} {resource}"
+        needed = f"{action} {resource}"  # the other actions are named by their RBAC verb
     return PermissionDenied(f"{ref}: permission denied: the step's service account may not {needed} in namespace "
                             f"{ref.namespace} (grant it with the Role in manifests/base); {describe_api_error(exc)}")
 
@@ -681,20 +679,25 @@ def run(
         raise SlipwayError(job.after_failure(message))
 
 
+def parse_timestamp(stamp: str | datetime.datetime) -> datetime.datetime:
+    """An API timestamp ("2026-11-22T01:00:00Z": the kubernetes client returns custom objects' as JSON text) as an
+    aware datetime (UTC when it names no zone); ValueError when unreadable."""
+    if not isinstance(stamp, datetime.datetime):
+        stamp = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=datetime.UTC)
+
+
 def job_age_s(obj: Mapping[str, Any] | None, now: float) -> float:
     """Seconds since the object's metadata.creationTimestamp (0 when it has none or it lies in the future)."""
     stamp = _meta(obj).get("creationTimestamp")
     if not stamp:
         return 0.0
-    if not isinstance(stamp, datetime.datetime):  # the kubernetes client returns JSON text for custom objects
-        try:
-            stamp = datetime.datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
-        except ValueError:
-            log.warning("ignoring unreadable creationTimestamp %r", stamp)
-            return 0.0
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.UTC)
-    return max(0.0, now - stamp.timestamp())
+    try:
+        created = parse_timestamp(stamp)
+    except ValueError:
+        log.warning("ignoring unreadable creationTimestamp %r", stamp)
+        return 0.0
+    return max(0.0, now - created.timestamp())
 
 
 def _check_arguments(body: Mapping[str, Any], rule: TerminalRule, timeout_s: float, delete_policy: str,
