@@ -107,15 +107,23 @@ def mpijob_body(name: str, deadline_s: int = 600) -> dict:
         service_account=SERVICE_ACCOUNT, run_id=name, task="train"))
 
 
+SEARCH_SPEC = str(Path(__file__).resolve().parents[1] / "pipelines" / "modules" / "taxi_search.yaml")
+
+
+def trial_settings(name: str):
+    """How the Experiment `name`'s trials run (its owner labels carry name as the run id)."""
+    from slipway.components.tune import katib
+
+    return katib.TrialSettings(transformed_examples="s3://b/x", transform_graph="s3://b/g", module_file="/opt/m.py",
+                               image="registry.example/slipway-trainer@sha256:" + "a" * 64,
+                               storage=mpijob.ObjectStore(secret_name="slipway-object-store"), run_id=name,
+                               task="tune")
+
+
 def experiment_body(name: str) -> dict:
     from slipway.components.tune import katib
 
-    root = Path(__file__).resolve().parents[1]
-    trial = katib.TrialSettings(transformed_examples="s3://b/x", transform_graph="s3://b/g", module_file="/opt/m.py",
-                                image="registry.example/slipway-trainer@sha256:" + "a" * 64,
-                                storage=mpijob.ObjectStore(secret_name="slipway-object-store"), run_id=name,
-                                task="tune")
-    return katib.render_experiment(str(root / "pipelines" / "modules" / "taxi_search.yaml"), name, NAMESPACE, trial)
+    return katib.render_experiment(SEARCH_SPEC, name, NAMESPACE, trial_settings(name))
 
 
 def write_body(tmp_path: Path, body: dict) -> Path:
@@ -167,7 +175,7 @@ def test_create_kill_reattach_then_success(apiserver, custom, tmp_path: Path, ki
     second.wait_for("re-attached to ")
     [attached] = objects(custom, rule, name)  # no duplicate
     assert attached["metadata"]["uid"] == created["metadata"]["uid"]
-    set_condition(custom, rule, name, "Running" if kind == "MPIJob" else "Running", "pods running")
+    set_condition(custom, rule, name, "Running", "pods running")
     second.wait_for("Running")
     set_condition(custom, rule, name, "Succeeded", "all ranks finished")
     code, error = second.finish()
@@ -238,15 +246,13 @@ def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_reco
     from slipway.core.kube import KubeClient
 
     name = unique("tune")
-    search = str(Path(__file__).resolve().parents[1] / "pipelines" / "modules" / "taxi_search.yaml")
-    body = experiment_body(name)
     sa_api = apiserver.service_account_client(NAMESPACE, SERVICE_ACCOUNT)
     outcome: dict = {}
 
     def run_search():
         try:
             outcome["result"] = katib.run_on_cluster(
-                search, name, NAMESPACE, katib.TrialSettings(**{**trial_settings(body)}),
+                SEARCH_SPEC, name, NAMESPACE, trial_settings(name),
                 reference_file=str(tmp_path / "ref.json"), timeout_s=120,
                 client=KubeClient(k8s.CustomObjectsApi(sa_api), k8s.CoreV1Api(sa_api)),
                 poll=launcher.Poll(initial_s=0.2, factor=1.0, max_s=0.2))
@@ -294,14 +300,3 @@ def katib_trial_rule() -> launcher.TerminalRule:
     return launcher.TerminalRule(group="kubeflow.org", version="v1beta1", plural="trials", kind="Trial",
                                  succeeded=(("Succeeded", "True"),))
 
-
-def trial_settings(experiment: dict) -> dict:
-    """The TrialSettings experiment_body() used (the same run id, so the same owner labels)."""
-    from slipway.components.tune import katib
-
-    labels = experiment["metadata"]["labels"]
-    return {"transformed_examples": "s3://b/x", "transform_graph": "s3://b/g", "module_file": "/opt/m.py",
-            "image": "registry.example/slipway-trainer@sha256:" + "a" * 64,
-            "storage": mpijob.ObjectStore(secret_name="slipway-object-store"),
-            "run_id": labels[launcher.RUN_ID_LABEL], "task": labels[launcher.TASK_LABEL],
-            "workers": 1, "metrics_collector": katib.METRICS_COLLECTORS[0]}
