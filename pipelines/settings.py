@@ -15,6 +15,7 @@ kfp.Client's `service_account`); manifests/ creates `slipway-pipeline` with exac
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -77,6 +78,55 @@ class PipelineInputs:
             raise TypeError(f"pipeline {pipeline_name}: parameters {unknown} are not PipelineInputs fields")
         return cls(pipeline_name=pipeline_name, **parameters, **constants)
 
+
+# What the KFP UI shows beside each run parameter (kfp reads a pipeline's `Args:` docstring into the compiled
+# YAML); one table, because the three pipelines share most parameters.
+PARAMETER_DESCRIPTIONS = {
+    "data": "The input file or folder (on a cluster, a path on the mounted volume).",
+    "label": "The label column (images: the name of the class-id feature).",
+    "module_file": "Path of the module file: preprocessing_fn, build_keras_model, optional hyperparameters() and "
+                   "eval_settings().",
+    "data_format": "auto (detect), csv, parquet, images, cifar10 or tfrecord.",
+    "image_size": "HxW to resize images to; empty keeps the first image's size.",
+    "key": "Column whose hash assigns rows to splits; empty hashes the whole row.",
+    "splits": "Split weights, e.g. train:8,eval:1,test:1.",
+    "schema_file": "A curated schema.pbtxt to validate against; empty infers one from the train split.",
+    "allow_anomalies": "Continue when validation finds anomalies (they are still reported).",
+    "skew_thresholds": "JSON {feature: threshold} for train/eval skew.",
+    "drift_thresholds": "JSON {feature: threshold} for train/eval drift.",
+    "hyperparameters": "JSON hyper-parameters over the module's defaults.",
+    "workers": "Training processes: Horovod ranks when above 1 (MPIJob workers on a cluster).",
+    "checkpoint_dir": "Where per-epoch checkpoints are kept so a rerun resumes; empty: none.",
+    "eval_settings": "JSON slices and thresholds for evaluation; empty uses the module's eval_settings().",
+    "baseline_model": "auto (the latest blessed model of this pipeline), none, or a SavedModel path/URI.",
+    "model_name": "The served model's name (URL /v1/models/NAME; the InferenceService's name on a cluster).",
+    "model_base": "Where model versions are pushed: a folder, s3://bucket/path or pvc://claim/path.",
+    "keep_serving": "Local deploy: leave the model server running after the run.",
+    "serving_port": "Local deploy: port on 127.0.0.1 (0 picks a free one).",
+    "search_spec": "The hyper-parameter search spec (Katib v1beta1 shape) as JSON or YAML text, or a file path.",
+    "trial_hyperparameters": "JSON hyper-parameters for the tuning trials only (e.g. fewer epochs).",
+    "backend": "Where train and tune run: local (in the step's pod) or kubernetes (MPIJob, Katib Experiment).",
+    "cluster": "JSON launcher settings for backend kubernetes: namespace, storage, resources, timeout_s.",
+    "object_store_secret": "The Secret whose keys become every step's object-store environment (AWS_*, S3_*).",
+    "lineage_store": "The ML Metadata store: grpc://host:port on a cluster, sqlite:///path locally; empty: none.",
+    "deploy_backend": "local (KServe's model server on loopback), push (only push the version) or kubernetes "
+                      "(a KServe InferenceService).",
+    "deploy_cluster": "JSON settings for deploy_backend kubernetes: namespace, service_account, deployment_mode, "
+                      "canary_traffic_percent, replicas, resources.",
+}
+
+
+def with_parameter_descriptions(func):
+    """Give a pipeline function an `Args:` docstring from PARAMETER_DESCRIPTIONS (kfp turns it into the input
+    descriptions of the compiled YAML); a parameter without a description fails at import."""
+    parameters = list(inspect.signature(func).parameters)
+    missing = [name for name in parameters if name not in PARAMETER_DESCRIPTIONS]
+    if missing:
+        raise TypeError(f"pipeline {func.__name__}: parameters {missing} have no entry in PARAMETER_DESCRIPTIONS")
+    lines = [inspect.cleandoc(func.__doc__ or func.__name__), "", "Args:"]
+    lines += [f"    {name}: {PARAMETER_DESCRIPTIONS[name]}" for name in parameters]
+    func.__doc__ = "\n".join(lines)
+    return func
 
 @dataclass(frozen=True)
 class KubernetesOptions:

@@ -28,6 +28,7 @@ from slipway.pipelines.settings import (
     KubernetesOptions,
     PipelineInputs,
     apply_kubernetes_options,
+    with_parameter_descriptions,
 )
 
 TABULAR = "slipway-tabular"
@@ -90,6 +91,7 @@ def build(options: KubernetesOptions | None = None) -> dict:
 
     @dsl.pipeline(name=TABULAR,
                   description="CSV/Parquet to a blessed TensorFlow model served by KServe, with lineage.")
+    @with_parameter_descriptions
     def tabular_pipeline(
         data: str,
         label: str,
@@ -122,6 +124,7 @@ def build(options: KubernetesOptions | None = None) -> dict:
         name=TABULAR_TUNED,
         description="The tabular pipeline with a hyper-parameter search (Katib spec) feeding the train step.",
     )
+    @with_parameter_descriptions
     def tuned_tabular_pipeline(
         data: str,
         label: str,
@@ -157,6 +160,7 @@ def build(options: KubernetesOptions | None = None) -> dict:
         description="Class-per-folder JPEG/PNG or CIFAR-10 batches to a blessed CNN trained with Horovod ranks, "
                     "served.",
     )
+    @with_parameter_descriptions
     def image_pipeline(
         data: str,
         module_file: str,

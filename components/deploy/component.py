@@ -30,7 +30,6 @@ def deploy(
         blessing: evaluate's blessing (BLESSED or NOT_BLESSED); not blessed means nothing is deployed and the step
             still succeeds (status not_blessed, with the reason).
         examples: Examples whose eval split feeds the smoke request.
-        deployment: Output: deployment.json (status, endpoint, model version, reason).
         model_name: The served model's name (URL path /v1/models/NAME; the InferenceService name on a cluster).
         model_base: Where versions are pushed: a folder, s3://bucket/path (MinIO/S3) or pvc://claim/path; the model
             lands in MODEL_BASE/VERSION/saved_model.pb with the next free numeric version.
@@ -45,6 +44,12 @@ def deploy(
         smoke_rows: How many eval rows the smoke request sends (its answers must match the model's own).
         lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
             sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else none.
+
+    Returns:
+        deployment: deployment.json: status, endpoint, model version and the reason when nothing was deployed.
+        endpoint: The served model's V1 URL (empty when nothing was deployed).
+        model_version: The pushed version number (0 when nothing was pushed).
+        status: deployed, canary (a KServe canary rollout), pushed (backend push) or not_blessed.
     """
     from slipway.components.deploy import executor
     from slipway.core.step import Step

@@ -23,11 +23,26 @@ def evaluate(
 ):
     """TFMA on the eval split with slices, value thresholds and change thresholds against a baseline model.
 
-    Blessing follows TFX: no baseline -> change thresholds skipped; no thresholds -> NOT_BLESSED. settings is a
-    JSON object (see README); when empty, the module file's eval_settings() is used.
+    Blessing follows TFX: no baseline -> change thresholds skipped; no thresholds -> NOT_BLESSED.
 
-    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
-    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
+    Args:
+        model: train's serving SavedModel.
+        examples: ingest's examples (raw; the model applies the transform itself).
+        module_file: Python file whose eval_settings() gives slices and thresholds when settings is empty.
+        settings: JSON object with slices, value and change thresholds (see the component README); empty uses
+            the module's eval_settings().
+        baseline_model: SavedModel path/URI to compare against (resolve_baseline's answer); empty: none.
+        split: The split to evaluate.
+        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
+            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
+            recorded (said once).
+
+    Returns:
+        evaluation: TFMA's evaluation output (metrics per slice, plots, validation result).
+        blessing: BLESSED or NOT_BLESSED with the failed thresholds.
+        metrics: The overall metrics (KFP Metrics: a scalar per metric, shown in the KFP UI and run comparison).
+        classification_metrics: Confusion matrix and ROC points (KFP ClassificationMetrics, drawn by the KFP UI).
+        report: HTML report: metrics by slice, thresholds and the blessing.
     """
     import json
     import shutil

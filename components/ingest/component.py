@@ -22,11 +22,23 @@ def ingest(
 
     Rows are split by a deterministic hash of the `key` column (or of the whole row when empty; of the file
     path for image folders, of the pixels for CIFAR-10). The label is encoded as class ids 0..k-1 (sorted
-    distinct values or class folder names, kept in the metadata as label_classes). data_format: auto, csv,
-    parquet, images, cifar10 or tfrecord; image_size: "" (size of the first image) or "HxW".
+    distinct values or class folder names, kept in the metadata as label_classes).
 
-    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
-    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
+    Args:
+        data: The input file or folder: a local path (on a cluster, a path on the step's mounted volume).
+        label: The label column (or, for images, the name the class-id feature gets).
+        key: The column whose hash assigns rows to splits; empty hashes the whole row.
+        splits: Split weights, e.g. "train:8,eval:1,test:1".
+        rows_per_shard: Most rows in one TFRecord shard.
+        data_format: auto (detect), csv, parquet, images (a folder per class), cifar10 or tfrecord.
+        image_size: "" (the size of the first image) or "HxW" to resize every image to.
+        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
+            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
+            recorded (said once).
+
+    Returns:
+        examples: Gzip TFRecord shards of tf.Example per split (Split-<name>/) and examples_meta.json (row counts
+            per split, label classes, column types).
     """
     from slipway.components.ingest import executor
     from slipway.core.step import Step

@@ -21,6 +21,10 @@ def resolve_baseline(
             thresholds are skipped), "none", or the path/URI of a SavedModel to use as it is.
         lineage_store: Lineage store URI (sqlite:///path or grpc://host:port); empty means the SLIPWAY_LINEAGE
             environment variable of the component.
+
+    Returns:
+        baseline_model: The baseline SavedModel's URI for evaluate; empty when there is none.
+        reason: Why this baseline (or none) was chosen, in one line.
     """
     from slipway.components.resolve_baseline import executor
     from slipway.core.step import Step

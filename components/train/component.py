@@ -24,17 +24,31 @@ def train(
 ):
     """Train the module's build_keras_model on transformed examples; export a serving SavedModel.
 
-    The serving signature takes serialized raw tf.Example and applies the TFT layer. hyperparameters is a
-    JSON object merged over the module's hyperparameters() defaults. workers > 1 runs that many Horovod ranks
-    (horovodrun on this machine). checkpoint_dir keeps per-epoch checkpoints so a rerun resumes after a failure.
-    backend "kubernetes" runs the same trainer as an MPIJob (kubeflow.org/v2beta1) configured by the `cluster`
-    JSON object (namespace, storage secret or pvc, resources; see the component README). trainer_image: the
-    MPIJob pods' image when `cluster` names none; the pipelines pass the trainer image pinned by digest at compile
-    (the Python default cannot: a lightweight component's source is all the step has). remote_job: the MPIJob's
-    reference (kind, namespace, name, uid), written before the launcher waits; {"backend": "local"} otherwise.
+    The serving signature takes serialized raw tf.Example and applies the TFT layer; serving_raw takes one tensor
+    per raw feature.
 
-    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
-    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
+    Args:
+        transformed_examples: transform's transformed examples (train and eval splits).
+        transform_graph: transform's graph, applied inside the exported model.
+        module_file: Path of the Python module file defining build_keras_model and optionally hyperparameters().
+        hyperparameters: JSON object merged over the module's hyperparameters() defaults.
+        workers: Training processes; more than 1 runs that many Horovod ranks (horovodrun locally, MPIJob
+            workers on a cluster).
+        checkpoint_dir: Where per-epoch checkpoints are kept so a rerun resumes after a failure; empty: none.
+        backend: "local" (processes in the step) or "kubernetes" (an MPIJob, kubeflow.org/v2beta1).
+        cluster: JSON settings for backend kubernetes: namespace, storage secret or pvc, resources, placement
+            (see the component README).
+        trainer_image: The MPIJob pods' image when `cluster` names none; the pipelines pass the trainer image
+            pinned by digest at compile time.
+        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
+            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
+            recorded (said once).
+
+    Returns:
+        model: The serving SavedModel (signatures serving_default and serving_raw).
+        tensorboard: TensorBoard logs of the training run.
+        remote_job: The MPIJob's reference (kind, namespace, name, uid), written before the launcher waits;
+            {"backend": "local"} otherwise.
     """
     from slipway.components.train import executor
     from slipway.core.errors import SlipwayError

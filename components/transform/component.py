@@ -17,11 +17,17 @@ def transform(
 ):
     """TFT on Beam: analyse the train split with the module's preprocessing_fn and apply it to every split.
 
-    Writes the transform graph (with the raw schema under metadata/) and transformed examples in the same
-    Split-<name>/ layout as the input.
+    Args:
+        examples: ingest's examples.
+        schema: validate's schema (raw feature types for parsing).
+        module_file: Path of the Python module file defining preprocessing_fn(inputs).
+        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
+            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
+            recorded (said once).
 
-    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
-    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
+    Returns:
+        transform_graph: The TFT transform graph, with the raw schema under metadata/ (train and serving apply it).
+        transformed_examples: Transformed examples in the same Split-<name>/ layout as the input.
     """
     from slipway.components.transform import executor
     from slipway.core.step import Step

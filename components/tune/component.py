@@ -28,15 +28,30 @@ def tune(
     """Hyper-parameter search with a Katib v1beta1 spec (objective, algorithm, parameters, trial counts,
     earlyStopping medianstop): local trial processes (optuna) or a Katib Experiment (backend kubernetes).
 
-    search_spec is the spec as JSON or YAML text (or a path to a file). Trials run the trainer with
-    trial_hyperparameters over hyperparameters. Returns the base hyperparameters merged with the best
-    parameters as a JSON string, for the train step; best_hyperparameters holds the whole result. remote_job: the
-    Katib Experiment's reference (kind, namespace, name, uid) with backend kubernetes, else {"backend": "local"}.
-    trainer_image: the Katib trials' image when `cluster` names none; the pipelines pass the trainer image pinned
-    by digest.
+    Args:
+        transformed_examples: transform's transformed examples.
+        transform_graph: transform's graph.
+        module_file: Path of the Python module file defining build_keras_model.
+        search_spec: The search spec as JSON or YAML text, or a path to a file (Katib v1beta1 shape).
+        hyperparameters: JSON object of base hyperparameters under the searched ones.
+        trial_hyperparameters: JSON object applied to trials only (e.g. fewer epochs), over hyperparameters.
+        backend: "local" (trial processes in the step) or "kubernetes" (a Katib Experiment).
+        workers: Local trials run at the same time.
+        cluster: JSON settings for backend kubernetes (namespace, storage, resources; see the component README).
+        trial_timeout_s: Seconds before a trial is stopped; 0 means no limit.
+        trainer_image: The Katib trials' image when `cluster` names none; the pipelines pass the trainer image
+            pinned by digest.
+        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
+            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
+            recorded (said once).
 
-    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
-    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
+    Returns:
+        Output: The base hyperparameters merged with the best parameters, as a JSON string for the train step.
+        best_hyperparameters: The whole result: best trial, its parameters and objective, every trial.
+        metrics: The best objective value and trial counts (KFP Metrics).
+        report: HTML table of the trials and the best one.
+        remote_job: The Katib Experiment's reference (kind, namespace, name, uid) with backend kubernetes, else
+            {"backend": "local"}.
     """
     import json
 

@@ -23,12 +23,27 @@ def validate(
 ):
     """TFDV statistics per split, a schema (inferred, or schema_file), anomalies, train/eval skew and drift.
 
-    Fails the step with a readable list of anomalies unless allow_anomalies is true. Thresholds are JSON
-    objects {feature: threshold} (L-infinity for categorical, Jensen-Shannon divergence for numeric);
-    default_drift_threshold < 0 means no drift check for unlisted features.
+    Fails the step with a readable list of anomalies unless allow_anomalies is true, and then prints the report to
+    the step's log too: KFP does not upload the outputs of a failed step.
 
-    lineage_store: the ML Metadata store to record lineage to (grpc://host:port on a cluster, sqlite:///path
-    locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is recorded (said once).
+    Args:
+        examples: ingest's examples.
+        schema_file: A curated schema.pbtxt to validate against; empty infers one from the train split.
+        allow_anomalies: Continue (step succeeds) when anomalies are found; they are still reported.
+        skew_thresholds: JSON object {feature: threshold} for train/eval skew (L-infinity distance for
+            categorical features, Jensen-Shannon divergence for numeric ones).
+        drift_thresholds: JSON object {feature: threshold} for drift, the same distances.
+        default_drift_threshold: Drift threshold for features not listed; below 0 means no drift check for them.
+        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
+            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
+            recorded (said once).
+
+    Returns:
+        statistics: TFDV statistics per split (DatasetFeatureStatisticsList).
+        schema: The schema the data was checked against (schema.pbtxt).
+        anomalies: TFDV anomalies per check with the HTML and Markdown reports.
+        report: HTML report: statistics per split and every anomaly (the KFP UI's visualization tab).
+        summary: Markdown summary of the anomalies, shown in the KFP UI.
     """
     import contextlib
     import json

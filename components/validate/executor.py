@@ -457,6 +457,9 @@ def run(
 
     with artifacts.staged_output(schema_dir) as out:
         if anomalies and not allow_anomalies:
+            # KFP uploads no output of a failed step, so on a cluster the step's log (the KFP UI's Logs tab) is
+            # where the report can still be read.
+            print(f"validate: the anomalies report ({REPORT_MD}):\n{_report_md(ctx)}", flush=True)
             # Raising inside the staged block removes the staging folder and an empty placeholder, so no
             # valid-looking schema is left behind.
             raise ValidationFailed(_failure_line(examples_dir, anomalies, report_dir))

@@ -97,7 +97,7 @@ def test_clean_data_passes_and_writes_tfx_layout(data, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report_dir", "schema_dir", "statistics_dir"]
 
 
-def test_new_categorical_value_fails_and_leaves_no_schema(data, tmp_path):
+def test_new_categorical_value_fails_and_leaves_no_schema(data, tmp_path, capsys):
     outs = _outs(tmp_path)
     (tmp_path / "schema_dir").mkdir()  # an empty placeholder, as an orchestrator may create
 
@@ -116,6 +116,9 @@ def test_new_categorical_value_fails_and_leaves_no_schema(data, tmp_path):
     assert (anomaly["split"], anomaly["feature"], anomaly["kind"]) == ("eval", "company", "schema")
     assert anomaly["type"] == "ENUM_TYPE_UNEXPECTED_STRING_VALUES"
     assert "Zed Cabs" in (tmp_path / "report_dir" / "report.html").read_text()
+    # the report is in the step's log too: on a cluster a failed step's outputs are not uploaded
+    log = capsys.readouterr().out
+    assert "# Data validation report" in log and "Zed Cabs" in log
 
 
 def test_missing_required_feature_fails(data, tmp_path):
