@@ -1,4 +1,5 @@
-"""`slipway` command line: run | serve | predict | compile | lineage | render | data | images."""
+"""`slipway` command line: run | serve | predict | compile | lineage | render | data | images | upload | submit |
+schedule | schedules | unschedule."""
 
 from __future__ import annotations
 
@@ -41,10 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     from slipway.images import add_images_parser, images_command
 
     add_images_parser(commands)
+    from slipway.delivery.cli import DELIVERY_COMMANDS, add_delivery_parsers
+
+    add_delivery_parsers(commands)
     args = parser.parse_args(argv)
     try:
         commands_by_name = {"run": _run, "compile": _compile, "lineage": _lineage, "data": _data, "render": _render,
-                            "serve": serve_command, "predict": predict_command, "images": images_command}
+                            "serve": serve_command, "predict": predict_command, "images": images_command,
+                            **DELIVERY_COMMANDS}
         return commands_by_name[args.command](args)
     except SlipwayError as exc:
         print(f"error: {exc}", file=sys.stderr)
