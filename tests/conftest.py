@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 BLOBS_MODULE = Path(__file__).with_name("blobs_module.py")
 CENTERS = {"a": (0.0, 0.0), "b": (4.0, 0.0), "c": (2.0, 4.0)}
 COLORS = {"a": "red", "b": "green", "c": "blue"}
@@ -31,23 +32,30 @@ def blobs_csv(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def taxi_run(tmp_path_factory) -> tuple[Path, dict]:
-    """What `bash .ci/demo` runs (the taxi sample, every step a subprocess of this environment), run once: the
-    demo's own test and the in-image run (tests/test_images.py) compare against it."""
+def quickstart(tmp_path_factory) -> tuple[Path, dict, object]:
+    """notebooks/quickstart.ipynb executed top to bottom in a fresh kernel: its run cell is what `bash .ci/demo`
+    runs (the taxi sample, every step a subprocess of this environment), so the demo's own test, the in-image run
+    (tests/test_images.py) and the notebook's test share this one run. Returns (workdir, summary, notebook)."""
     import json
 
-    from slipway import cli
+    from slipway.core.testing import execute_notebook
 
     workdir = tmp_path_factory.mktemp("taxi") / "out"
-    code = cli.main(["run", "--workdir", str(workdir)])
-    summary = json.loads((workdir / "summary.json").read_text())
-    assert code == 0, summary.get("error")
+    notebook = execute_notebook(ROOT / "notebooks" / "quickstart.ipynb", tmp_path_factory.mktemp("jupyter"),
+                                {"SLIPWAY_NOTEBOOK_WORKDIR": str(workdir)})
+    return workdir, json.loads((workdir / "summary.json").read_text()), notebook
+
+
+@pytest.fixture(scope="session")
+def taxi_run(quickstart) -> tuple[Path, dict]:
+    """The demo's run (see quickstart): its workdir and summary.json."""
+    workdir, summary, _ = quickstart
+    assert summary["status"] == "succeeded", summary.get("error")
     return workdir, summary
 
 
 # --- the apiserver tier (tests/test_apiserver.py) ----------------------------------------------------------------
 
-ROOT = Path(__file__).resolve().parents[1]
 PROFILE_NAMESPACE = "kubeflow-user-example-com"  # manifests/overlays/kubeflow-profile's namespace
 APISERVER_CRDS = {  # CRD name: its copy in slipway/core/testdata/crds (KServe's is rejected by the v1.20 server)
     "mpijobs.kubeflow.org": "mpi-operator_kubeflow.org_mpijobs.yaml",

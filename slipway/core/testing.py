@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import sys
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -239,3 +240,51 @@ def mlmd_grpc_server(sqlite_path: str | os.PathLike):
         yield f"grpc://127.0.0.1:{port}"
     finally:
         server.stop(grace=None)
+
+
+@contextlib.contextmanager
+def jupyter_of_this_environment(folder: str | os.PathLike):
+    """A `python3` kernelspec whose command is this interpreter, and only this environment's Jupyter (no user
+    kernels, config, IPython profile or runtime folder from outside it) while the block runs."""
+    from ipykernel.kernelspec import write_kernel_spec
+
+    folder = Path(folder)
+    write_kernel_spec(folder / "data" / "kernels" / "python3")
+    settings = {"JUPYTER_PATH": folder / "data", "JUPYTER_CONFIG_DIR": folder / "config",
+                "JUPYTER_RUNTIME_DIR": folder / "runtime", "IPYTHONDIR": folder / "ipython"}
+    with environment({name: str(value) for name, value in settings.items()}):
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        command = KernelSpecManager().get_kernel_spec("python3").argv[0]
+        if command != sys.executable:
+            raise RuntimeError(f"the python3 kernel resolves to {command}, not this environment's {sys.executable}")
+        yield "python3"
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def execute_notebook(path: str | os.PathLike, jupyter_folder: str | os.PathLike, env: dict[str, str],
+                     cell_timeout_s: int = 600):
+    """Run a notebook top to bottom in a fresh kernel of this environment, from its own folder, with env set;
+    raises nbclient's CellExecutionError naming the failing cell. Returns the executed notebook."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = Path(path)
+    notebook = nbformat.read(path, as_version=4)
+    with jupyter_of_this_environment(jupyter_folder) as kernel, environment(env):
+        NotebookClient(notebook, timeout=cell_timeout_s, kernel_name=kernel,
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    return notebook
