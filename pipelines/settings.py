@@ -128,6 +128,7 @@ def with_parameter_descriptions(func):
     func.__doc__ = "\n".join(lines)
     return func
 
+
 @dataclass(frozen=True)
 class KubernetesOptions:
     """Compile-time pod options (see the module docstring). Defaults: credentials from the pipeline's
