@@ -13,6 +13,7 @@ import pytest
 from slipway.core import storage
 from slipway.core import testing as testdata
 from slipway.core.artifacts import examples_meta, split_files
+from slipway.core.testing import environment
 
 BUCKET = "s3://slipway-test"
 
@@ -22,18 +23,10 @@ def s3_inputs(tmp_path_factory, transformed_inputs, loopback_s3_env):
     root = tmp_path_factory.mktemp("s3")
     made = transformed_inputs(root, num_classes=3, train=240, eval_=60)
     env = loopback_s3_env
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
+    with environment(env):
         storage.copy_tree(str(root / "transformed"), f"{BUCKET}/run/transformed")
         storage.copy_tree(str(root / "graph"), f"{BUCKET}/run/graph")
         yield root, made, env
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def test_examples_layout_reads_from_the_object_store(s3_inputs):

@@ -19,6 +19,7 @@ import pytest
 from slipway.components.tune import executor, katib
 from slipway.components.tune import spec as tune_spec
 from slipway.core import kube, mpijob, storage
+from slipway.core.testing import environment
 
 BUCKET = "slipway-test"
 RUN = f"{BUCKET}/tune-run"
@@ -44,18 +45,10 @@ def s3_inputs(tmp_path_factory, transformed_inputs, loopback_s3_env):
     """Transformed examples and transform graph on the loopback S3 server, as the transform step leaves them."""
     root = tmp_path_factory.mktemp("tune-s3")
     made = transformed_inputs(root, num_classes=2, train=160, eval_=64)
-    saved = {key: os.environ.get(key) for key in loopback_s3_env}
-    os.environ.update(loopback_s3_env)
-    try:
+    with environment(loopback_s3_env):
         storage.copy_tree(str(root / "transformed"), f"s3://{RUN}/transformed_examples")
         storage.copy_tree(str(root / "graph"), f"s3://{RUN}/transform_graph")
         yield made, loopback_s3_env
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def pod_env(container: dict, secrets: dict[str, dict[str, str]]) -> dict[str, str]:
