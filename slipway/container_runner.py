@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slipway import console
 from slipway.core.errors import SlipwayError
 from slipway.images import is_loopback, podman_env
 
@@ -110,12 +111,15 @@ class PodmanTaskHandler:
         name = f"slipway-step-{uuid.uuid4().hex[:10]}"
         command = podman_run_command(self.settings, self.image, self.full_command, name)
         print(f"(in {self.image})", flush=True)
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env=podman_env())
         try:
-            for line in process.stdout:
-                sys.stdout.write(line)
-            code = process.wait()
+            if console.ACTIVE is not None:
+                code = console.ACTIVE.run_step(command, name=console.step_name(self.full_command), env=podman_env())
+            else:
+                process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                           env=podman_env())
+                for line in process.stdout:
+                    sys.stdout.write(line)
+                code = process.wait()
         except BaseException:  # Ctrl-C or a kill of this process: the step's container goes with it
             subprocess.run(["podman", "rm", "--force", "--time", "5", name],
                            capture_output=True, env=podman_env())

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import signal
 import sys
 import time
 import uuid
@@ -12,6 +14,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from slipway import console as console_module
+from slipway.console import Console
 from slipway.container_runner import ContainerSettings, podman_tasks
 from slipway.core import lineage
 from slipway.core.artifacts import atomic_write_text
@@ -23,9 +27,8 @@ def new_run_id(pipeline: str) -> str:
     return f"{pipeline}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
-def prepare_environment(workdir: Path, lineage_uri: str, run_id: str, pipeline: str) -> None:
+def prepare_environment(scratch: Path, lineage_uri: str, run_id: str, pipeline: str) -> None:
     """Environment the component processes inherit: lineage store, run context, scratch space, our python."""
-    scratch = workdir / "tmp"
     scratch.mkdir(parents=True, exist_ok=True)
     os.environ[lineage.ENV_STORE] = lineage_uri
     os.environ[lineage.ENV_RUN_ID] = run_id
@@ -38,11 +41,13 @@ def prepare_environment(workdir: Path, lineage_uri: str, run_id: str, pipeline: 
 
 
 def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLike, lineage_uri: str = "",
-              containers: ContainerSettings | None = None) -> dict:
+              containers: ContainerSettings | None = None, verbose: bool = False) -> dict:
     """Run `pipeline_func(**arguments)` with kfp.local; return (and write) the run summary.
 
     containers: run every step inside its component's image with podman (slipway.container_runner) instead of
-    as a subprocess of this environment.
+    as a subprocess of this environment. verbose: every step's whole output on the console (it is always kept in
+    <workdir>/logs/<run id>/<step>.log). Ctrl-C or SIGTERM stops every process the run started and ends with a
+    summary whose status is "interrupted" (the CLI exits 130).
     """
     import kfp.local
 
@@ -53,38 +58,103 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     pipeline = pipeline_func.name
     run_id = new_run_id(pipeline)
     lineage_uri = lineage_uri or lineage.sqlite_uri(root / "metadata.sqlite")
-    prepare_environment(root, lineage_uri, run_id, pipeline)
+    scratch = scratch_space(root, run_id)
+    prepare_environment(scratch, lineage_uri, run_id, pipeline)
+    logs = root / "logs" / run_id
+    logs.mkdir(parents=True, exist_ok=True)
+    console_module.prune_run_logs(logs.parent)
+    console = Console(logs, verbose=verbose)
+    console.say(f"run {run_id}: {pipeline} in {root} (step logs: {logs})")
+    console_module.adopt_orphans()
     started = time.time()
     failure = ""
-    with contextlib.ExitStack() as stack:
-        if containers is None:
-            runner = kfp.local.SubprocessRunner(use_venv=False)
-        else:
-            runner = stack.enter_context(podman_tasks(containers))
-        kfp.local.init(runner=runner, pipeline_root=str(root / "artifacts"))
-        try:
-            pipeline_func(**arguments)
-        except Exception as exc:  # kfp.local raises RuntimeError for a failed task; the step's error is in lineage
-            failure = " ".join(str(exc).split())[:500]
+    interrupted: str | None = None
+    try:
+        with contextlib.ExitStack() as stack, interrupts_as_keyboard_interrupt():
+            stack.enter_context(console_module.quiet_kfp(logs / "kfp-local.log", enabled=not verbose))
+            stack.enter_context(console_module.steps_through(console))
+            if containers is None:
+                runner = kfp.local.SubprocessRunner(use_venv=False)
+            else:
+                runner = stack.enter_context(podman_tasks(containers))
+            kfp.local.init(runner=runner, pipeline_root=str(root / "artifacts"))
+            try:
+                pipeline_func(**arguments)
+            except Exception as exc:  # kfp.local raises RuntimeError for a failed task; the error is in lineage
+                failure = " ".join(str(exc).split())[:500]
+    except KeyboardInterrupt as exc:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        interrupted = console.current or "(between steps)"
+        failure = f"interrupted by {exc.args[0] if exc.args else 'SIGINT'} during {interrupted}"
+    finally:
+        if failure:  # a failed or interrupted run leaves no process behind (a hung child included)
+            console_module.stop_descendants()
+        shutil.rmtree(scratch, ignore_errors=True)
+        if interrupted:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     wall = time.time() - started
     tasks = [task.replace("-", "_") for task in pipeline_func.pipeline_spec.root.dag.tasks]  # KFP dashes names
     expected = [name for name in STEP_ORDER if name in tasks] + [name for name in tasks if name not in STEP_ORDER]
-    summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments, expected)
+    summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments, expected,
+                            interrupted=interrupted)
+    for name, path in console.logs.items():
+        if name in summary["steps"]:
+            summary["steps"][name]["log"] = str(path)
+    summary["logs"] = str(logs)
     atomic_write_text(root / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")  # steps in order
     return summary
 
 
+def scratch_space(root: Path, run_id: str) -> Path:
+    """<workdir>/tmp/<run id>, removed when the run ends; what runs that were killed left there goes now."""
+    tmp = root / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    for entry in tmp.iterdir():
+        owner = entry / "pid" if entry.is_dir() else None
+        if owner is not None and owner.exists() and _alive(owner.read_text().strip()):
+            continue  # another run in this workdir is still using it
+        shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+    scratch = tmp / run_id
+    scratch.mkdir()
+    (scratch / "pid").write_text(str(os.getpid()))
+    return scratch
+
+
+def _alive(pid_text: str) -> bool:
+    try:
+        os.kill(int(pid_text), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def interrupts_as_keyboard_interrupt():
+    """SIGTERM ends the run as Ctrl-C does (KeyboardInterrupt carries the signal's name)."""
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, arguments: dict,
-                  expected: list[str]) -> dict:
+                  expected: list[str], interrupted: str | None = None) -> dict:
     recorded = {record.component: record for record in store.run_steps(run_id)}
     steps: dict[str, dict] = {}
     for name in expected + [n for n in recorded if n not in expected]:
         record = recorded.get(name)
         if record is None:
-            steps[name] = {"status": "not_run"}
+            steps[name] = {"status": "interrupted" if name == interrupted else "not_run"}
             continue
         steps[name] = {
-            "status": "succeeded" if record.state == "COMPLETE" else "failed",
+            "status": "succeeded" if record.state == "COMPLETE" else "interrupted" if name == interrupted else "failed",
             "seconds": round(record.finished - record.started, 3),
             "startup_seconds": record.startup_seconds,
             "outputs": {art.name: art.uri for art in record.outputs},
@@ -100,20 +170,24 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
     return {
         "run_id": run_id,
         "pipeline": pipeline,
-        "status": "succeeded" if succeeded else "failed",
-        "error": errors[0] if errors else (failure or None),
+        "status": "interrupted" if interrupted else "succeeded" if succeeded else "failed",
+        "interrupted_step": interrupted,
+        "error": failure if interrupted else errors[0] if errors else (failure or None),
         "wall_seconds": round(wall, 3),
         "steps_seconds": round(step_seconds, 3),
         "outside_steps_share": round(max(0.0, wall - step_seconds) / wall, 4) if wall else None,
         "startup_seconds": round(startup_seconds, 3),
         "steps": steps,
         "metrics": metrics,
+        "baseline_metrics": _baseline_metrics(recorded.get("evaluate")),
         "blessed": bool(evaluation.get("blessed")) if evaluation else False,
         "blessing_message": evaluation.get("message"),
         "model": steps.get("train", {}).get("outputs", {}).get("model"),
         "tuning": _output_properties(recorded.get("tune"), "best_hyperparameters") or None,
         "baseline": _baseline(recorded.get("resolve_baseline")),
         "deployment": _output_properties(recorded.get("deploy"), "deployment") or None,
+        "reports": {name: art.properties["report_html"] for name, record in recorded.items()
+                    for art in record.outputs if art.properties.get("report_html")},
         "lineage_store": store.location,
         "arguments": arguments,
     }
@@ -124,6 +198,19 @@ def _baseline(record) -> dict | None:
     if record is None or record.state != "COMPLETE":
         return None
     return {"model": record.params.get("resolved") or None, "reason": record.params.get("reason")}
+
+
+def _baseline_metrics(record) -> dict | None:
+    """The baseline model's overall metrics, when evaluate compared against one (its metrics.json keeps them)."""
+    if record is None or record.state != "COMPLETE":
+        return None
+    for art in record.outputs:
+        if art.name == "evaluation":
+            try:
+                return json.loads((Path(art.uri) / "metrics.json").read_text()).get("baseline_overall")
+            except (OSError, ValueError):
+                return None
+    return None
 
 
 def _output_properties(record, name: str) -> dict:

@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
+from slipway.core import progress
 from slipway.core.errors import SlipwayError
 from slipway.core.trainer_command import TrainerCommand
 
@@ -358,6 +359,11 @@ class _Trial:
         }
 
 
+def _params_text(parameters: dict) -> str:
+    return ", ".join(f"{name}={value:.4g}" if isinstance(value, float) else f"{name}={value}"
+                     for name, value in sorted(parameters.items()))
+
+
 def _finite(value):
     return value if isinstance(value, float | int) and math.isfinite(value) else None
 
@@ -519,6 +525,7 @@ class _Search:
             reader.start()
             trial.readers.append(reader)
         self.running.append(trial)
+        progress.say(f"tune {name} ({number}/{self.max_trials}) started: {_params_text(parameters)}")
 
     def _observe(self, trial: _Trial, early_stopping: bool = True) -> None:
         """Report new objective values to optuna; medianstop a running trial."""
@@ -601,6 +608,17 @@ class _Search:
             else:
                 self.study.tell(trial.optuna_trial, state=TrialState.FAIL)
         (trial.directory / "trial.json").write_text(json.dumps(trial.record(), indent=2) + "\n", encoding="utf-8")
+        self._say_finished(trial)
+
+    def _say_finished(self, trial: _Trial) -> None:
+        """The trial's outcome and the best so far, as a progress line (the console's view of the search)."""
+        seconds = f" in {trial.ended - trial.started:.1f} s" if trial.ended and trial.started else ""
+        outcome = f"{self.metric} {trial.objective:.4f}" if trial.objective is not None else (trial.reason or "")
+        best = self.best()
+        best_text = f"{best.name} {self.metric} {best.objective:.4f}" if best else "none yet"
+        done = sum(t.status != "Running" for t in self.trials)
+        progress.say(f"tune {trial.name} {trial.status.lower()}{seconds}: {outcome}; best so far {best_text} "
+                     f"({done}/{self.max_trials} done)")
 
     def _after(self, trial: _Trial) -> bool:
         """After a trial finished: True when the search must stop launching trials."""

@@ -6,9 +6,12 @@ they are, and `slipway run` picks them out of a step's full log to show on the c
 
 from __future__ import annotations
 
+import re
 import sys
 
 PREFIX = "[slipway] "
+# horovodrun tags each rank's lines ("[1,0]<stdout>:" with MPI, "[0]<stdout>:" with Gloo).
+_LINE = re.compile(r"^(?:\[[\d,]+\]<std(?:out|err)>:)?" + re.escape(PREFIX) + r"(.*)$")
 
 
 def say(text: str) -> None:
@@ -20,6 +23,5 @@ def say(text: str) -> None:
 
 def parse(line: str) -> str | None:
     """The progress text of a log line, or None when the line is not a progress line."""
-    if line.startswith(PREFIX):
-        return line[len(PREFIX):].rstrip("\n")
-    return None
+    match = _LINE.match(line.rstrip("\n"))
+    return match.group(1) if match else None

@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from slipway.core import lineage
+from slipway.core import lineage, progress, step_facts
 from slipway.core.artifacts import sha256_file
 from slipway.core.errors import SlipwayError
 
@@ -91,11 +91,12 @@ class Step:
         )
         self.store.record_step(record)
         if exc is not None:
-            print(f"slipway {self.component} failed: {error}", file=sys.stderr, flush=True)
+            progress.say(f"{self.component} failed: {error}")
             if isinstance(exc, SlipwayError) and _kfp_executor_output_file() is not None:
                 raise SystemExit(exc.exit_code) from None
         else:
-            print(f"slipway {self.component} done in {finished - self.started:.2f} s", file=sys.stderr, flush=True)
+            fact = step_facts.describe(self.component, {o.name: o.properties for o in self.outputs}, self.params)
+            progress.say(f"{self.component} done in {finished - self.started:.1f} s" + (f": {fact}" if fact else ""))
             exit_fast_once_output_is_written()
         return False
 

@@ -1,0 +1,167 @@
+"""What `slipway run` shows and keeps: a line per step on the console, every step's whole output in its log file,
+and Ctrl-C / SIGTERM ending with exit 130 / 143, a summary.json and no process left behind."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from slipway.console import Console, step_name
+from slipway.core import progress, step_facts
+from slipway.data import taxi
+
+CHILD = """
+import sys
+print("2026-11-22 E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261] Unable to register cuDNN factory")
+print("[slipway] ingest reading rows")
+print("kfp executor noise", file=sys.stderr)
+print("[slipway] ingest done in 1.0 s: 10 train, 5 eval rows", flush=True)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def _console(tmp_path: Path, verbose: bool = False) -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(tmp_path, verbose=verbose, out=out), out
+
+
+def test_console_shows_progress_lines_and_keeps_everything_in_the_step_log(tmp_path):
+    console, out = _console(tmp_path)
+    code = console.run_step([sys.executable, "-c", CHILD, "0"], name="ingest")
+    assert code == 0
+    assert out.getvalue().splitlines() == [
+        "  ingest           started",
+        "  ingest           reading rows",
+        "  ingest           done in 1.0 s: 10 train, 5 eval rows",
+    ]
+    log = (tmp_path / "ingest.log").read_text()
+    assert "Unable to register cuDNN factory" in log and "kfp executor noise" in log  # kept, not shown
+    assert console.logs == {"ingest": tmp_path / "ingest.log"} and console.current is None
+
+
+def test_verbose_console_echoes_the_whole_output(tmp_path):
+    console, out = _console(tmp_path, verbose=True)
+    console.run_step([sys.executable, "-c", CHILD, "0"], name="ingest")
+    assert "Unable to register cuDNN factory" in out.getvalue() and "kfp executor noise" in out.getvalue()
+    assert (tmp_path / "ingest.log").read_text() == out.getvalue()
+
+
+def test_a_step_that_dies_without_its_error_line_is_reported_with_its_log(tmp_path):
+    console, out = _console(tmp_path)
+    code = console.run_step([sys.executable, "-c", "import os; os._exit(7)"], name="train")
+    assert code == 7
+    assert out.getvalue().splitlines()[1:] == [
+        "  train            failed: exit status 7 (the step printed no error)",
+        f"  train            log: {tmp_path / 'train.log'}",
+    ]
+
+
+def test_progress_lines_are_found_behind_horovod_rank_tags():
+    assert progress.parse("[slipway] train epoch 1/3\n") == "train epoch 1/3"
+    assert progress.parse("[1,0]<stdout>:[slipway] train epoch 2/3") == "train epoch 2/3"
+    assert progress.parse("[0]<stdout>:[slipway] train epoch 3/3") == "train epoch 3/3"
+    assert progress.parse("epoch=3 loss=0.2") is None
+    assert progress.parse("x [slipway] not at the start") is None
+
+
+def test_step_name_comes_from_the_kfp_task_command():
+    assert step_name(["python3", "-m", "kfp.dsl.executor_main", "--function_to_execute", "evaluate"]) == "evaluate"
+    assert step_name(["sh", "-c", "true"]) == "step"
+
+
+def test_each_step_has_its_one_fact():
+    examples = {"examples": {"splits": '{"eval": 5024, "train": 9978}', "num_classes": 2, "rows_missing_label": 0}}
+    assert step_facts.describe("ingest", examples, {}) == "9,978 train, 5,024 eval rows (2 classes)"
+    anomalies = {"anomalies": {"anomaly_count": 2, "num_features": 19, "schema_source": "inferred",
+                               "anomalies": [{"feature": "fare"}, {"feature": "company"}]}}
+    assert step_facts.describe("validate", anomalies, {}) == (
+        "19 features, schema inferred, 2 anomalies (company, fare), allowed")
+    best = {"best_hyperparameters": {"trial": "trial-0002", "parameters": {"learning_rate": 0.01},
+                                     "objective": {"metric": "val_auc", "value": 0.95},
+                                     "counts": {"succeeded": 3, "failed": 0, "early_stopped": 1}}}
+    assert step_facts.describe("tune", best, {}) == (
+        'best trial-0002: val_auc 0.9500 with {"learning_rate": 0.01} (1 early_stopped, 3 succeeded)')
+    evaluation = {"evaluation": {"metrics": {"auc": 0.95, "binary_accuracy": 0.9}, "message": "blessed: ok"}}
+    assert step_facts.describe("evaluate", evaluation, {}) == "auc 0.9500, binary_accuracy 0.9000; blessed: ok"
+    deployment = {"deployment": {"endpoint": "http://127.0.0.1:1", "model_name": "taxi", "model_version": 2,
+                                 "status": "deployed"}}
+    assert step_facts.describe("deploy", deployment, {}) == "taxi version 2 deployed at http://127.0.0.1:1"
+    assert step_facts.describe("ingest", {}, {}) == ""  # a missing output costs the fact, never the step
+
+
+def test_the_demo_prints_a_line_per_step_and_keeps_each_steps_log(quickstart):
+    """The quickstart notebook runs the demo command and keeps what it printed in WORKDIR/run.log."""
+    workdir, summary, _ = quickstart
+    printed = (workdir / "run.log").read_text()
+    lines = printed.splitlines()
+    assert len(lines) < 60, printed  # it was about 1,400 lines of kfp.local's artifact dumps and library logs
+    assert not [line for line in lines if "cuda" in line.lower() or "Traceback" in line], printed
+    for name in summary["steps"]:
+        assert any(line.split()[:3] == [name, "done", "in"] for line in lines), (name, printed)
+    assert any(line.split()[:2] == ["train", "epoch"] and "3/3" in line for line in lines), printed
+    logs = Path(summary["logs"])
+    assert logs.parent == workdir / "logs"
+    for name, step in summary["steps"].items():
+        assert Path(step["log"]) == logs / f"{name}.log"
+    assert "epoch=3 " in (logs / "train.log").read_text()  # the step's own lines are all in its log
+    assert "executor_main" in (logs / "kfp-local.log").read_text() or (logs / "kfp-local.log").stat().st_size
+    assert not any((workdir / "tmp").iterdir())  # the run's scratch space went with it
+
+
+def _fifo_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+    """`slipway run` on a named pipe nobody writes: ingest blocks in open() at 0 % CPU until it is killed."""
+    data = tmp_path / "hangs.csv"
+    os.mkfifo(data)
+    workdir = tmp_path / "out"
+    (workdir / "tmp").mkdir(parents=True)
+    (workdir / "tmp" / "left-by-a-killed-run").write_text("stale")
+    command = [sys.executable, "-m", "slipway.cli", "run", "--data", str(data), "--label", "big_tipper",
+               "--module", str(taxi.taxi_module()), "--data-format", "csv", "--workdir", str(workdir)]
+    # Its own session: the signal goes to the CLI process alone, not to the steps (a terminal sends it to all).
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(workdir.glob("logs/*/ingest.log")):
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.2)
+    time.sleep(2)  # the step's process is up and blocked in the pipe
+    return process, workdir
+
+
+def _processes_of(workdir: Path) -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if str(workdir) in proc.environ().get("TMPDIR", ""):
+                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:200]}")
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_to_the_cli_alone_stops_every_step_process_and_writes_the_summary(tmp_path, sig, code):
+    process, workdir = _fifo_run(tmp_path)
+    assert _processes_of(workdir), "the ingest step should be running"
+    process.send_signal(sig)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == code, (out, err)
+    assert "Traceback" not in err and "Traceback" not in out
+    name = signal.Signals(sig).name
+    assert err.strip().splitlines() == [
+        f"error: interrupted by {name} during ingest; summary.json written, no process left running"]
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["interrupted_step"] == "ingest"
+    assert summary["steps"]["ingest"]["status"] == "interrupted"
+    assert summary["steps"]["train"]["status"] == "not_run"
+    assert _processes_of(workdir) == []
+    assert list((workdir / "tmp").iterdir()) == []  # the stale file and the run's own scratch space are gone
