@@ -1,10 +1,11 @@
-"""`slipway` command line: run | serve | predict | compile | lineage | render | data | images | upload | submit |
-schedule | schedules | unschedule."""
+"""`slipway` command line: run | serve | predict | compile | lineage | render | data | images | tensorboard | upload |
+submit | schedule | schedules | unschedule."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import slipway  # noqa: F401  (environment defaults before tensorflow)
 from slipway.core.errors import SlipwayError
 
 NOT_BLESSED_EXIT = 3  # --require-blessed: the run succeeded but the model is not blessed (nothing deployed)
+INTERRUPTED_EXIT = {"SIGINT": 130, "SIGTERM": 143}  # 128 + the signal, as a shell reports it
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,15 +47,22 @@ def main(argv: list[str] | None = None) -> int:
     from slipway.delivery.cli import DELIVERY_COMMANDS, add_delivery_parsers
 
     add_delivery_parsers(commands)
+    from slipway.tensorboard import add_tensorboard_parser, tensorboard_command
+
+    add_tensorboard_parser(commands)
     args = parser.parse_args(argv)
     try:
         commands_by_name = {"run": _run, "compile": _compile, "lineage": _lineage, "data": _data, "render": _render,
                             "serve": serve_command, "predict": predict_command, "images": images_command,
+                            "tensorboard": tensorboard_command,
                             **DELIVERY_COMMANDS}
         return commands_by_name[args.command](args)
     except SlipwayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # outside a run (a run reports its own interruption)
+        print(f"interrupted ({exc.args[0] if exc.args else 'SIGINT'})", file=sys.stderr)
+        return INTERRUPTED_EXIT.get(exc.args[0] if exc.args else "SIGINT", 130)
 
 
 def _add_run(commands) -> None:
@@ -70,6 +79,8 @@ def _add_run(commands) -> None:
     run.add_argument("--workers", type=int, help="training processes, Horovod ranks when > 1 "
                                                  "(default: 1 for tabular, 2 for images)")
     run.add_argument("--workdir", default="out", help="where artifacts, lineage and summary.json go (default: out)")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="show every step's whole output (always kept in WORKDIR/logs/RUN/STEP.log)")
     run.add_argument("--key", default="", help="column whose hash assigns rows to splits (default: whole row)")
     run.add_argument("--splits", help="split weights, e.g. train:8,eval:1,test:1 (default train:2,eval:1; "
                                       "images train:4,eval:1)")
@@ -166,8 +177,11 @@ def _run(args) -> int:
     containers = None
     if args.runner == "podman":
         arguments, containers = _containers(arguments, workdir)
-    summary = run_local(pipeline, arguments, workdir, lineage_uri, containers=containers)
+    os.environ["SLIPWAY_INTERFACE"] = "cli"  # steps' errors name our flags (--allow-anomalies), not parameters
+    summary = run_local(pipeline, arguments, workdir, lineage_uri, containers=containers, verbose=args.verbose)
     _print_summary(summary, workdir)
+    if summary["status"] == "interrupted":
+        return INTERRUPTED_EXIT.get(summary["interrupted_by"], 130)
     if summary["status"] != "succeeded":
         return 1
     if args.require_blessed and not summary["blessed"]:
@@ -261,20 +275,40 @@ def _print_summary(summary: dict, workdir: Path) -> None:
     width = max(map(len, summary["steps"]), default=10)
     for name, step in summary["steps"].items():
         seconds = f"{step['seconds']:7.1f} s" if "seconds" in step else "         "
-        print(f"  {name:<{width}} {step['status']:<10} {seconds}  {step.get('error', '')}")
+        print(f"  {name:<{width}} {step['status']:<11} {seconds}  {step.get('error', '')}")
     if summary["metrics"]:
         shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(summary["metrics"].items()) if isinstance(v, float))
         print(f"  metrics: {shown}")
     print(f"  blessed: {summary['blessed']} ({summary.get('blessing_message') or 'no evaluation'})")
-    if summary.get("baseline"):
-        print(f"  baseline: {summary['baseline']['reason']}")
+    _print_baseline(summary)
     if summary.get("model"):
         print(f"  model:   {summary['model']}")
     _print_deployment(summary.get("deployment"))
+    for name, path in (summary.get("reports") or {}).items():
+        print(f"  report:  {name} {path}")
     print(f"  summary: {workdir / 'summary.json'}")
+    print(f"  logs:    {summary.get('logs')}")
     print(f"  lineage: {summary['lineage_store']}  (slipway lineage --workdir {workdir})")
-    if summary["status"] != "succeeded" and summary.get("error"):
-        print(f"error: {summary['error']}", file=sys.stderr)
+    if summary["status"] == "interrupted":
+        print(f"error: {summary['error']}; summary.json written, no process left running", file=sys.stderr)
+    elif summary["status"] != "succeeded" and summary.get("error"):
+        failed = next((s for s in summary["steps"].values() if s["status"] == "failed" and s.get("log")), None)
+        where = f" (log: {failed['log']})" if failed else ""
+        print(f"error: {summary['error']}{where}", file=sys.stderr)
+
+
+def _print_baseline(summary: dict) -> None:
+    """Which model the run was compared with, and how the metrics moved."""
+    baseline = summary.get("baseline")
+    if not baseline:
+        return
+    print(f"  baseline: {baseline['reason']}")
+    before = summary.get("baseline_metrics") or {}
+    deltas = [f"{name} {before[name]:.4f} -> {value:.4f} ({value - before[name]:+.4f})"
+              for name, value in sorted(summary["metrics"].items())
+              if isinstance(value, float) and isinstance(before.get(name), float) and name != "example_count"]
+    if deltas:
+        print(f"  vs baseline: {', '.join(deltas)}")
 
 
 def _print_deployment(deployment: dict | None) -> None:

@@ -69,6 +69,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     started = time.time()
     failure = ""
     interrupted: str | None = None
+    interrupted_by: str | None = None
     try:
         with contextlib.ExitStack() as stack, interrupts_as_keyboard_interrupt():
             stack.enter_context(console_module.quiet_kfp(logs / "kfp-local.log", enabled=not verbose))
@@ -85,7 +86,8 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     except KeyboardInterrupt as exc:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         interrupted = console.current or "(between steps)"
-        failure = f"interrupted by {exc.args[0] if exc.args else 'SIGINT'} during {interrupted}"
+        interrupted_by = exc.args[0] if exc.args else "SIGINT"
+        failure = f"interrupted by {interrupted_by} during {interrupted}"
     finally:
         if failure:  # a failed or interrupted run leaves no process behind (a hung child included)
             console_module.stop_descendants()
@@ -101,6 +103,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
         if name in summary["steps"]:
             summary["steps"][name]["log"] = str(path)
     summary["logs"] = str(logs)
+    summary["interrupted_by"] = interrupted_by
     atomic_write_text(root / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")  # steps in order
     return summary
 

@@ -161,6 +161,7 @@ def test_a_signal_to_the_cli_alone_stops_every_step_process_and_writes_the_summa
         f"error: interrupted by {name} during ingest; summary.json written, no process left running"]
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["interrupted_step"] == "ingest"
+    assert summary["interrupted_by"] == name
     assert summary["steps"]["ingest"]["status"] == "interrupted"
     assert summary["steps"]["train"]["status"] == "not_run"
     assert _processes_of(workdir) == []

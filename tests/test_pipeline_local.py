@@ -101,6 +101,12 @@ def test_second_run_uses_first_model_as_baseline(blobs_run, capsys):
     assert second["arguments"]["baseline_model"] == "auto"  # resolved inside the pipeline, by its own step
     assert second["baseline"]["model"] == first["model"]
     assert second["baseline"]["reason"] == f"latest blessed model of pipeline slipway-tabular: {first['model']}"
+    before = second["baseline_metrics"]["sparse_categorical_accuracy"]
+    after = second["metrics"]["sparse_categorical_accuracy"]
+    assert before == pytest.approx(first["metrics"]["sparse_categorical_accuracy"])  # the same eval rows
+    printed = capsys.readouterr().out
+    assert f"  baseline: {second['baseline']['reason']}\n" in printed
+    assert f"sparse_categorical_accuracy {before:.4f} -> {after:.4f} ({after - before:+.4f})" in printed
     assert second["blessed"] is True
     assert second["deployment"]["model_version"] == 2  # a new version beside the first, which stays
 
