@@ -1,13 +1,16 @@
 """Views of a tune result (the schema in local.py's docstring, the same from both backends).
 
-trials_html: one self-contained HTML page (inline CSS, no scripts, nothing fetched) with a row per trial;
-metrics_for_kfp: the scalar metrics a KFP Metrics artifact shows.
+trials_html: one self-contained HTML page (inline CSS and SVG, no scripts, nothing fetched) with the objective by
+trial as a chart and a row per trial; metrics_for_kfp: the scalar metrics a KFP Metrics artifact shows.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import math
+
+from slipway.core import charts
 
 _STATUS_COLOURS = {"Succeeded": "#1b7f3b", "Failed": "#b3261e", "EarlyStopped": "#8a6d00", "Killed": "#666"}
 
@@ -27,8 +30,55 @@ def _cell(value, cls: str = "") -> str:
     return f"<td{attr}>{html.escape(_format(value))}</td>"
 
 
+def objective_chart(result: dict) -> str:
+    """The objective of each trial (in the order trials started) as points coloured by status, the best so far
+    among succeeded trials (the ones the search ranks) as a step line, and the goal as a dashed line; "" when no
+    trial reported the objective."""
+    objective = result.get("objective") or {}
+    metric = objective.get("metric") or "objective"
+    maximize = objective.get("type") != "minimize"
+    trials = result.get("trials") or []
+    by_status: dict[str, tuple[list[float], list[float], list[str]]] = {}
+    best_xs: list[float] = []
+    best_ys: list[float] = []
+    best = None
+    for number, trial in enumerate(trials, 1):
+        value = trial.get("objective")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            continue
+        status = str(trial.get("status") or "unknown")
+        xs, ys, titles = by_status.setdefault(status, ([], [], []))
+        xs.append(number)
+        ys.append(float(value))
+        titles.append(f"{trial.get('name')} ({status}): {metric} {_format(float(value))} with "
+                      f"{json.dumps(trial.get('parameters') or {}, sort_keys=True, default=str)}")
+        if status == "Succeeded":
+            best = value if best is None else (max(best, value) if maximize else min(best, value))
+            best_xs.append(number)
+            best_ys.append(float(best))
+    if not by_status:
+        return ""
+    series = []
+    # Succeeded first, so it takes the palette's first colour in every report.
+    for status in sorted(by_status, key=lambda s: (s != "Succeeded", s)):
+        xs, ys, titles = by_status[status]
+        series.append(charts.Series(f"{status} trial", xs, ys, style="points", point_titles=titles))
+    if best_xs:
+        # The line runs on to the last trial: the best so far holds until the search ends.
+        series.append(charts.Series("best so far", [*best_xs, len(trials)], [*best_ys, best_ys[-1]], style="step"))
+    goal = objective.get("goal")
+    if isinstance(goal, int | float) and not isinstance(goal, bool) and math.isfinite(goal):
+        series.append(charts.Series(f"goal {_format(float(goal))}", [0.5, len(trials) + 0.5], [goal, goal],
+                                    dashed=True, colour=charts.MUTED))
+    direction = "higher is better" if maximize else "lower is better"
+    return charts.line_chart(f"{metric} by trial ({direction})", series, x_label="trial (in start order)",
+                             y_label=metric, x_range=(0.5, len(trials) + 0.5), integer_x=True, width=640,
+                             height=320)
+
+
 def trials_html(result: dict) -> str:
-    """An HTML table of every trial: parameters, status, objective, other metrics, seconds; the best highlighted."""
+    """The objective by trial (objective_chart), then a table of every trial: parameters, status, objective, other
+    metrics, seconds; the best highlighted."""
     objective = result.get("objective") or {}
     metric = objective.get("metric") or "objective"
     trials = result.get("trials") or []
@@ -43,7 +93,8 @@ def trials_html(result: dict) -> str:
                 metrics.append(name)
     best = result.get("trial")
     counts = result.get("counts") or {}
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in
+    # <wbr>: long metric names may break after an underscore, so many columns still fit a window.
+    head = "".join(f"<th>{html.escape(h).replace('_', '_<wbr>')}</th>" for h in
                    ["trial", *parameters, "status", f"{metric} ({objective.get('type', '')})", *metrics,
                     "seconds", "reason"])
     rows = []
@@ -70,13 +121,17 @@ def trials_html(result: dict) -> str:
         + (f", {counts['killed']} killed" if counts.get("killed") else "")
     )
     error = f'<p class="error">{html.escape(result["error"])}</p>' if result.get("error") else ""
+    chart = objective_chart(result)
+    figure = f'<figure class="objective">{chart}</figure>' if chart else ""
     return (
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Tuning trials</title><style>"
-        "body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"
-        "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f2f2f2}"
+        "body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;font-size:13px}"
+        "th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f2f2f2}"
+        "td{white-space:nowrap}td:last-child{white-space:normal}"
         "td:first-child,td:last-child{text-align:left}tr.best{background:#dff5e1;font-weight:bold}"
-        ".error{color:#b3261e}</style></head><body>\n"
-        f"<p>{summary}</p>{error}\n<table><thead><tr>{head}</tr></thead><tbody>\n"
+        ".error{color:#b3261e}figure{margin:0 0 1em}svg.chart{display:block;max-width:100%;height:auto}"
+        "</style></head><body>\n"
+        f"<h1>Tuning trials</h1><p>{summary}</p>{error}\n{figure}\n<table><thead><tr>{head}</tr></thead><tbody>\n"
         + "\n".join(rows)
         + "\n</tbody></table></body></html>\n"
     )
