@@ -42,6 +42,7 @@ class PipelineInputs:
     module_file: Any
     data_format: Any = "auto"
     image_size: Any = ""
+    task: Any = "auto"  # the image pipeline has no such parameter: images are classification
     key: Any = ""
     splits: Any = "train:2,eval:1"
     schema_file: Any = ""
@@ -88,6 +89,9 @@ PARAMETER_DESCRIPTIONS = {
                    "eval_settings().",
     "data_format": "auto (detect), csv, parquet, images, cifar10 or tfrecord.",
     "image_size": "HxW to resize images to; empty keeps the first image's size.",
+    "task": "auto, classification or regression. auto: a string label is classification, numbers with a "
+            "non-integer value regression, integers classification with at most 20 distinct values, else "
+            "regression.",
     "key": "Column whose hash assigns rows to splits; empty hashes the whole row.",
     "splits": "Split weights, e.g. train:8,eval:1,test:1.",
     "schema_file": "A curated schema.pbtxt to validate against; empty infers one from the train split.",

@@ -44,7 +44,7 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
 
     store = p.lineage_store
     ingest_task = pod(IngestOp(data=p.data, label=p.label, key=p.key, splits=p.splits, data_format=p.data_format,
-                               image_size=p.image_size, lineage_store=store))
+                               image_size=p.image_size, task=p.task, lineage_store=store))
     validate_task = pod(ValidateOp(
         examples=ingest_task.outputs["examples"], schema_file=p.schema_file, allow_anomalies=p.allow_anomalies,
         skew_thresholds=p.skew_thresholds, drift_thresholds=p.drift_thresholds, lineage_store=store,
@@ -96,6 +96,7 @@ def build(options: KubernetesOptions | None = None) -> dict:
         data: str,
         label: str,
         module_file: str,
+        task: str = "auto",
         key: str = "",
         splits: str = "train:2,eval:1",
         schema_file: str = "",
@@ -131,6 +132,7 @@ def build(options: KubernetesOptions | None = None) -> dict:
         module_file: str,
         search_spec: str,
         trial_hyperparameters: str = '{"epochs": 2}',
+        task: str = "auto",
         key: str = "",
         splits: str = "train:2,eval:1",
         schema_file: str = "",

@@ -29,7 +29,7 @@ class SmokeResult:
     rows: int
     signatures: list[str]
     version: str
-    first_prediction: list = field(default_factory=list)
+    first_prediction: list | float = field(default_factory=list)  # class scores, or a regression model's value
     max_difference: float = 0.0
 
     def describe(self) -> str:

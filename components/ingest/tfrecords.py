@@ -1,7 +1,8 @@
 """TFRecord inputs for ingest: files of serialized tf.Example, passed through and re-split.
 
-The label feature is re-encoded as class ids 0..k-1 of its sorted distinct values (as for CSV), so int64 labels
-that already are 0..k-1 keep their values; records are otherwise kept byte for byte.
+For classification the label feature is re-encoded as class ids 0..k-1 of its sorted distinct values (as for
+CSV), so int64 labels that already are 0..k-1 keep their values; for regression it becomes (or stays) one float.
+Records are otherwise kept byte for byte. The task follows the CSV rule (task.py), float labels being numbers.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from slipway.core.artifacts import sha256_file
 from slipway.core.errors import SlipwayError
+from slipway.core.tasks import AUTO, CLASSIFICATION
 
 TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz")
 GZIP_MAGIC = b"\x1f\x8b"
@@ -22,6 +24,7 @@ class RecordData:
     serialized: list[bytes] = field(default_factory=list)
     hash_keys: list = field(default_factory=list)
     classes: list = field(default_factory=list)
+    choice: object = None  # the task.TaskChoice made for the label
     columns: dict[str, str] = field(default_factory=dict)
     rows_read: int = 0
     rows_missing_label: int = 0
@@ -97,7 +100,9 @@ def _single_value(feature, what: str, path: Path, index: int):
     return value, kind
 
 
-def read_tfrecords(files: list[Path], label: str, key: str) -> RecordData:
+def read_tfrecords(files: list[Path], label: str, key: str, task: str = AUTO) -> RecordData:
+    from slipway.components.ingest.task import choose_task
+
     out = RecordData()
     parsed = []  # (raw, example, label value)
     label_kind = None
@@ -126,14 +131,11 @@ def read_tfrecords(files: list[Path], label: str, key: str) -> RecordData:
             if value is None:
                 out.rows_missing_label += 1
                 continue
-            if kind == "float_list":
-                raise SlipwayError(
-                    f"tfrecord file {path}: label feature '{label}' is float; expected int64 class ids or strings"
-                )
             if label_kind is None:
                 label_kind = kind
             elif kind != label_kind:
-                raise SlipwayError(f"tfrecord file {path}: record {index}: label '{label}' mixes ints and strings")
+                raise SlipwayError(f"tfrecord file {path}: record {index}: label '{label}' mixes "
+                                   f"{KINDS[label_kind]} and {KINDS[kind]} values")
             parsed.append((raw, example, value))
             out.hash_keys.append(key_value if key else raw)
         out.sources.append({"path": str(path), "sha256": sha256_file(path), "bytes": path.stat().st_size})
@@ -143,6 +145,18 @@ def read_tfrecords(files: list[Path], label: str, key: str) -> RecordData:
             f"data {where}: label feature '{label}' not found in any of {out.rows_read} records "
             f"(features: {', '.join(sorted(out.columns)) or 'none'})"
         )
+    out.choice = choose_task([value for _, _, value in parsed], KINDS[label_kind], task, label, str(where))
+    if out.choice.task != CLASSIFICATION:
+        for (raw, example, _), number in zip(parsed, out.choice.values, strict=True):
+            if label_kind == "float_list":
+                out.serialized.append(raw)  # already one float: byte for byte
+                continue
+            feature = example.features.feature[label]
+            feature.Clear()
+            feature.float_list.value.append(number)
+            out.serialized.append(example.SerializeToString())
+        out.columns[label] = "float"
+        return out
     out.classes = sorted({value for _, _, value in parsed})
     if len(out.classes) < 2:
         raise SlipwayError(

@@ -30,7 +30,8 @@ def train(
     Args:
         transformed_examples: transform's transformed examples (train and eval splits).
         transform_graph: transform's graph, applied inside the exported model.
-        module_file: Path of the Python module file defining build_keras_model and optionally hyperparameters().
+        module_file: Path of the Python module file defining build_keras_model (a regression label needs one
+            taking a `task` argument; see the component README) and optionally hyperparameters().
         hyperparameters: JSON object merged over the module's hyperparameters() defaults.
         workers: Training processes; more than 1 runs that many Horovod ranks (horovodrun locally, MPIJob
             workers on a cluster).
@@ -45,7 +46,8 @@ def train(
             recorded (said once).
 
     Returns:
-        model: The serving SavedModel (signatures serving_default and serving_raw).
+        model: The serving SavedModel (signatures serving_default and serving_raw): class probabilities, or for
+            regression the predicted value per row.
         tensorboard: TensorBoard logs of the training run.
         remote_job: The MPIJob's reference (kind, namespace, name, uid), written before the launcher waits;
             {"backend": "local"} otherwise.

@@ -2,7 +2,8 @@
 
 The exported model takes serialized RAW tf.Example strings (no label) under the input "examples", applies
 the TFT transform graph inside the model (so training/serving skew is impossible) and returns
-{"outputs": probabilities}: [None, 1] (probability of class 1) for two classes, [None, k] otherwise.
+{"outputs": probabilities}: [None, 1] (probability of class 1) for two classes, [None, k] otherwise; for
+regression {"outputs": values}, [None], the predicted label itself.
 
 One worker trains in this process; several workers run the same trainer (trainer.py) as Horovod ranks under
 horovodrun on this machine (Gloo), with their output streamed into this step's log.

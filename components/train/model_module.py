@@ -7,11 +7,13 @@ executor -> trainer -> model_module and distributed -> model_module, without a c
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 
-from slipway.core.errors import SlipwayError
+from slipway.core.errors import SlipwayError, option_name
 from slipway.core.modules import load_module, optional_dict
+from slipway.core.tasks import REGRESSION
 
 DEFAULT_HYPERPARAMETERS = {"epochs": 5, "batch_size": 128, "learning_rate": 0.001, "seed": 42}
 
@@ -35,11 +37,11 @@ def resolve_hyperparameters(module, given: dict | str | None) -> dict:
         try:
             given = json.loads(given) if given.strip() else {}
         except json.JSONDecodeError as exc:
-            raise SlipwayError(f"hyperparameters: not valid JSON: {exc}") from exc
+            raise SlipwayError(f"{option_name('hyperparameters')}: not valid JSON: {exc}") from exc
     if given is None:
         given = {}
     if not isinstance(given, dict):
-        raise SlipwayError(f"hyperparameters: expected a JSON object, got {type(given).__name__}")
+        raise SlipwayError(f"{option_name('hyperparameters')}: expected a JSON object, got {type(given).__name__}")
     hparams = {**DEFAULT_HYPERPARAMETERS, **optional_dict(module, "hyperparameters"), **given}
     for name, value in hparams.items():
         if not isinstance(name, str) or not _is_json_value(value):
@@ -62,3 +64,43 @@ def resolve_hyperparameters(module, given: dict | str | None) -> dict:
 
 def load_user_module(module_file: str):
     return load_module(module_file, required=("build_keras_model",))
+
+
+def accepts_task(build_keras_model) -> bool:
+    """Whether build_keras_model takes the `task` keyword (a `task` parameter or **kwargs)."""
+    try:
+        parameters = inspect.signature(build_keras_model).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any((p.name == "task" and p.kind != p.POSITIONAL_ONLY) or p.kind == p.VAR_KEYWORD for p in parameters)
+
+
+def build_model(module, hparams: dict, tf_transform_output, label: str, num_classes: int, task: str,
+                module_file: str):
+    """Call the module's build_keras_model as the contract says; returns what it returned.
+
+    The contract's four positional arguments stay as they were (hparams, tf_transform_output, label_key,
+    num_classes), so modules written for classification keep working unchanged. `task` ("classification" or
+    "regression") is passed as a keyword to a build_keras_model that takes it; for regression num_classes is 0
+    and a build_keras_model that cannot be told the task is an error rather than a classifier trained on numbers.
+    """
+    build = module.build_keras_model
+    if accepts_task(build):
+        return build(hparams, tf_transform_output, label, num_classes, task=task)
+    if task == REGRESSION:
+        raise SlipwayError(
+            f"module file {module_file}: the label '{label}' is a regression target, but build_keras_model takes "
+            "no task argument; define build_keras_model(hparams, tf_transform_output, label_key, num_classes, "
+            "task) returning one value per example (see pipelines/modules/diabetes.py)"
+        )
+    return build(hparams, tf_transform_output, label, num_classes)
+
+
+def check_output(model, task: str, module_file: str) -> None:
+    """One line when the model's output cannot be what the task needs: regression wants one value per example."""
+    shape = getattr(model, "output_shape", None)
+    if task != REGRESSION or not isinstance(shape, tuple):  # several outputs: let Keras report what it finds
+        return
+    if len(shape) > 2 or (len(shape) == 2 and shape[-1] not in (1, None)):
+        raise SlipwayError(f"module file {module_file}: build_keras_model for regression must return one value per "
+                           f"example (output shape [None, 1] or [None]), got {list(shape)}")

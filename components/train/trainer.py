@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
-from slipway.components.train.model_module import load_user_module
-from slipway.core import storage
+from slipway.components.train.model_module import build_model, check_output, load_user_module
+from slipway.core import progress, storage
 from slipway.core.artifacts import examples_meta, read_json, split_files, write_json
 from slipway.core.errors import SlipwayError
+from slipway.core.tasks import CLASSIFICATION, REGRESSION, task_of
 
 TRAIN_SPLIT = "train"
 EVAL_SPLIT = "eval"
@@ -49,6 +50,7 @@ class Plan:
     eval_examples: int
     steps_per_epoch: int
     validation_steps: int
+    task: str = CLASSIFICATION  # regression: num_classes is 0 and the label a float
 
 
 def make_plan(transformed_examples_dir: str, hparams: dict, workers: int) -> Plan:
@@ -57,8 +59,9 @@ def make_plan(transformed_examples_dir: str, hparams: dict, workers: int) -> Pla
     label = meta.get("label")
     if not label:
         raise SlipwayError(f"examples {transformed_examples_dir}: examples_meta.json names no label")
-    num_classes = int(meta.get("num_classes") or len(meta.get("label_classes", [])))
-    if num_classes < 2:
+    task = task_of(meta, f"examples {transformed_examples_dir}")
+    num_classes = int(meta.get("num_classes") or len(meta.get("label_classes", []))) if task == CLASSIFICATION else 0
+    if task == CLASSIFICATION and num_classes < 2:
         raise SlipwayError(f"examples {transformed_examples_dir}: need at least 2 classes, got {num_classes}")
     splits = meta.get("splits", {})
     train_examples = int(splits.get(TRAIN_SPLIT, 0))
@@ -81,6 +84,7 @@ def make_plan(transformed_examples_dir: str, hparams: dict, workers: int) -> Pla
         eval_examples=eval_examples,
         steps_per_epoch=steps,
         validation_steps=eval_examples // global_batch,
+        task=task,
     )
 
 
@@ -173,8 +177,9 @@ def train(
         if plan.validation_steps
         else None
     )
-    model = module.build_keras_model(dict(hparams), tft_output, plan.label, plan.num_classes)
+    model = build_model(module, dict(hparams), tft_output, plan.label, plan.num_classes, plan.task, module_file)
     _check_model(model, module_file)
+    check_output(model, plan.task, module_file)
     callbacks = _distribute(model, hvd, hparams, plan) if size > 1 else []
 
     checkpoint, manager, initial_epoch = _checkpointing(
@@ -182,7 +187,7 @@ def train(
     )
     if rank == 0 and tensorboard_dir:  # none: no TensorBoard logs
         callbacks.append(tf.keras.callbacks.TensorBoard(log_dir=tensorboard_dir, update_freq="epoch", profile_batch=0))
-    steps = _StepTimer(rank)
+    steps = _StepTimer(rank, hparams["epochs"])
     callbacks.append(steps)
     if manager is not None:
         callbacks.append(_CheckpointEachEpoch(checkpoint, manager, rank))
@@ -215,12 +220,14 @@ def train(
     }
     if rank == 0 and export:
         features = serving_features(transform_graph_dir, raw_spec, plan.label)
-        has_raw = _export(model, tft_output, {n: raw_spec[n] for n in features}, plan.label, model_dir)
+        has_raw = _export(model, tft_output, {n: raw_spec[n] for n in features}, plan.label, model_dir,
+                          regression=plan.task == REGRESSION)
         result["seconds"] = round(time.monotonic() - started, 3)
         write_json(
             storage.join(model_dir, MODEL_META),
             {
                 "label": plan.label,
+                "task": plan.task,
                 "num_classes": plan.num_classes,
                 "label_classes": plan.label_classes,
                 "raw_features": features,
@@ -271,15 +278,17 @@ def _dataset(files, spec, plan: Plan, hparams: dict, rank: int, size: int, shuff
         ds = ds.shuffle(10_000, seed=hparams["seed"] + rank, reshuffle_each_iteration=True)
     # repeat + drop_remainder: every rank runs exactly steps_per_epoch full batches, so none waits in all-reduce.
     ds = ds.repeat().batch(hparams["batch_size"], drop_remainder=True)
-    label, binary = plan.label, plan.num_classes == 2
+    # A binary probability and a regression value are one float per example ([batch, 1], as the model outputs);
+    # multiclass labels stay int64 class ids ([batch]) for the sparse categorical losses.
+    label, column = plan.label, plan.num_classes == 2 or plan.task == REGRESSION
 
     def parse(serialized):
         features = tf.io.parse_example(serialized, spec)
         y = features.pop(label)
         if isinstance(y, tf.sparse.SparseTensor):
             y = tf.sparse.to_dense(y)
-        y = tf.reshape(y, [-1, 1] if binary else [-1])
-        return features, tf.cast(y, tf.float32) if binary else y
+        y = tf.reshape(y, [-1, 1] if column else [-1])
+        return features, tf.cast(y, tf.float32) if column else y
 
     return ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
@@ -343,8 +352,12 @@ def _checkpointing(model, checkpoint_dir: str, run_fingerprint: str, rank: int):
     return checkpoint, manager, 0
 
 
-def _export(model, tft_output, serving_spec: dict, label: str, path: str) -> bool:
-    """Save the serving SavedModel; True when it has the serving_raw signature besides serving_default."""
+def _export(model, tft_output, serving_spec: dict, label: str, path: str, regression: bool = False) -> bool:
+    """Save the serving SavedModel; True when it has the serving_raw signature besides serving_default.
+
+    regression: the output is the predicted value itself, shape [None] (a plain number per row in a V1 answer);
+    classification keeps the model's probabilities ([None, 1] or [None, k]).
+    """
     import tensorflow as tf
 
     model.tft_layer = tft_output.transform_features_layer()  # tracked, so the TFT assets are saved
@@ -352,7 +365,8 @@ def _export(model, tft_output, serving_spec: dict, label: str, path: str) -> boo
     def predict(parsed: dict) -> dict:
         transformed = model.tft_layer(parsed)
         transformed.pop(label, None)
-        return {SERVING_OUTPUT: model(transformed, training=False)}
+        output = model(transformed, training=False)
+        return {SERVING_OUTPUT: tf.reshape(output, [-1]) if regression else output}
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name=SERVING_INPUT)])
     def serve(serialized):
@@ -429,9 +443,10 @@ def _keras_callback_base():
 class _StepTimer(_keras_callback_base()):
     """Counts optimizer steps and the time spent in training batches (not validation)."""
 
-    def __init__(self, rank: int):
+    def __init__(self, rank: int, epochs: int = 0):
         super().__init__()
         self.rank = rank
+        self.epochs = epochs
         self.count = 0
         self.seconds = 0.0
         self._epoch_start = None
@@ -449,6 +464,11 @@ class _StepTimer(_keras_callback_base()):
             self.seconds += self._last - self._epoch_start
         if self.rank == 0:
             print(metric_line(epoch + 1, logs or {}), flush=True)
+            seconds = f" in {time.monotonic() - self._epoch_start:.1f} s" if self._epoch_start else ""
+            logs = logs or {}
+            shown = ", ".join([f"loss {float(logs['loss']):.4f}"] * ("loss" in logs) + [
+                f"{name} {float(value):.4f}" for name, value in sorted(logs.items()) if name.startswith("val_")])
+            progress.say(f"train epoch {epoch + 1}/{self.epochs}{seconds}: {shown}")
 
 
 class _CheckpointEachEpoch(_keras_callback_base()):

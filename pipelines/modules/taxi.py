@@ -13,7 +13,8 @@ The components look for these functions:
   build_keras_model(hparams, tf_transform_output, label_key, num_classes) -> compiled tf.keras.Model
       Used by train. The model takes the dict of transformed features (without the label). With two classes
       it outputs a [batch, 1] sigmoid probability of class 1 (binary_crossentropy); with k > 2 classes a
-      [batch, k] softmax (sparse_categorical_crossentropy).
+      [batch, k] softmax (sparse_categorical_crossentropy). (A numeric label to predict as a number needs a
+      fifth parameter, `task`: see diabetes.py for the regression contract.)
 
   hyperparameters() -> dict         optional: defaults, overridden by the pipeline's JSON hyperparameters.
   eval_settings() -> dict           optional: slices and metric thresholds for evaluate.
