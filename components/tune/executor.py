@@ -27,7 +27,7 @@ from slipway.core.cluster import (
     parse_config,
     storage_spec,
 )
-from slipway.core.errors import SlipwayError
+from slipway.core.errors import SlipwayError, option_name
 from slipway.core.mpijob import Resources
 
 RESULT_SCHEMA_VERSION = 1
@@ -39,9 +39,9 @@ def _json_object(text: str | dict | None, name: str) -> dict:
     try:
         value = json.loads(text or "{}")
     except json.JSONDecodeError as exc:
-        raise SlipwayError(f"{name}: not valid JSON ({exc.msg} at position {exc.pos})") from None
+        raise SlipwayError(f"{option_name(name)}: not valid JSON ({exc.msg} at position {exc.pos})") from None
     if not isinstance(value, dict):
-        raise SlipwayError(f"{name}: expected a JSON object")
+        raise SlipwayError(f"{option_name(name)}: expected a JSON object")
     return value
 
 

@@ -2,8 +2,9 @@
 
 A module file is one Python file per use case. Slipway looks for:
   preprocessing_fn(inputs) -> dict            TFT preprocessing (required by transform)
-  build_keras_model(hparams, tf_transform_output, label_key, num_classes) -> tf.keras.Model
-                                                (required by train)
+  build_keras_model(hparams, tf_transform_output, label_key, num_classes[, task]) -> tf.keras.Model
+                                                (required by train; `task` "classification" or "regression" is
+                                                passed when the function takes it, and regression requires it)
   eval_settings() -> dict                      optional: slices and thresholds for evaluate
   hyperparameters() -> dict                    optional: defaults merged under the JSON hyper-parameters
 """
@@ -48,6 +49,23 @@ def load_module(module_file: str | os.PathLike, required: tuple[str, ...] = ()) 
     missing = [fn for fn in required if not callable(getattr(module, fn, None))]
     if missing:
         raise SlipwayError(f"module file {path}: does not define {', '.join(missing)}")
+    return module
+
+
+# What the training pipelines call: transform preprocessing_fn, train and tune's trials build_keras_model.
+PIPELINE_FUNCTIONS = ("preprocessing_fn", "build_keras_model")
+OPTIONAL_FUNCTIONS = ("eval_settings", "hyperparameters")
+
+
+def check_pipeline_module(module_file: str | os.PathLike) -> ModuleType:
+    """Load the module file as the steps will and check that it defines every function they call, so a missing
+    one is named before a run starts rather than in its transform or train step (which check again)."""
+    module = load_module(module_file, required=PIPELINE_FUNCTIONS)
+    for name in OPTIONAL_FUNCTIONS:
+        value = getattr(module, name, None)
+        if value is not None and not callable(value):
+            raise SlipwayError(f"module file {module_file}: {name} is a {type(value).__name__}, not a function; "
+                               f"define {name}() returning it")
     return module
 
 

@@ -9,16 +9,36 @@ from __future__ import annotations
 
 import glob as local_glob
 import os
+import re
 import shutil
+import urllib.parse
 from pathlib import Path
 
 from slipway.core.errors import SlipwayError
 
 FILESYSTEM_MODULES = {"s3": "tensorflow_io"}
+_URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def is_remote(path: str | os.PathLike) -> bool:
     return "://" in str(path)
+
+
+def local_path(value: str | os.PathLike, what: str) -> Path:
+    """An input read from the local file system (on a cluster, the step's mounted volume): a plain path or a
+    file:///path URI. Any other URI fails naming its scheme, where Path() would fold foo://bar into foo:/bar and
+    report that as a missing file. what: the input as the caller knows it (--data, data)."""
+    text = str(value)
+    match = _URI_SCHEME.match(text)
+    if not match:
+        return Path(text)
+    scheme = match.group(1)
+    if scheme.lower() == "file":
+        parsed = urllib.parse.urlsplit(text)
+        if parsed.netloc not in ("", "localhost"):
+            raise SlipwayError(f"{what} {text}: a file URI names no host (file:///path)")
+        return Path(urllib.parse.unquote(parsed.path))
+    raise SlipwayError(f"{what} {text}: unsupported scheme '{scheme}://' (supported: a local path, or file:///path)")
 
 
 def ensure_filesystems(*paths: str | os.PathLike) -> None:
