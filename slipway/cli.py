@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
 
     add_render_parser(commands)
     data_parser = commands.add_parser("data", help="fetch the sample data and print its path")
-    data_parser.add_argument("name", choices=["taxi", "digits"])
+    data_parser.add_argument("name", choices=["taxi", "digits", "diabetes"],
+                             help="taxi (classification CSV), digits (image folders) or diabetes (regression CSV)")
     from slipway.serving.cli import add_predict_parser, add_serve_parser, predict_command, serve_command
 
     add_serve_parser(commands)
@@ -76,6 +77,11 @@ def _add_run(commands) -> None:
     run.add_argument("--data-format", default="auto", choices=["auto", "csv", "parquet", "images", "cifar10",
                                                               "tfrecord"], help="input format (default: detect)")
     run.add_argument("--image-size", default="", help="HxW to resize images to (default: the first image's)")
+    run.add_argument("--task", default="auto", choices=["auto", "classification", "regression"],
+                     help="auto (default): a string or boolean label is classification; numbers with a non-integer "
+                          "value are regression; integers are classification with at most 20 distinct values, else "
+                          "regression. classification or regression override that (tabular pipeline; images are "
+                          "classification)")
     run.add_argument("--workers", type=int, help="training processes, Horovod ranks when > 1 "
                                                  "(default: 1 for tabular, 2 for images)")
     run.add_argument("--workdir", default="out", help="where artifacts, lineage and summary.json go (default: out)")
@@ -120,11 +126,15 @@ def _add_run(commands) -> None:
 
 def _run(args) -> int:
     from slipway.core import lineage
+    from slipway.core.storage import local_path
     from slipway.pipelines import training
     from slipway.runner import run_local
     from slipway.serving.layout import model_name_for
 
     images = args.pipeline == "images"
+    for flag, name in (("--data", "data"), ("--module", "module"), ("--schema", "schema")):
+        if getattr(args, name):  # before Path() folds foo://bar into foo:/bar, which reads as a missing file
+            setattr(args, name, str(local_path(getattr(args, name), flag)))
     data, label, module = _inputs(args, images)
     if not module.is_file():
         raise SlipwayError(f"module file {module}: not found")
@@ -164,21 +174,38 @@ def _run(args) -> int:
         **_deploy_arguments(args, _sample_name(args, images) or model_name_for(data), workdir),
     }
     if images:
+        if args.task == "regression":
+            raise SlipwayError("--task regression: the images pipeline is classification (one class per folder)")
         arguments.update(data_format=args.data_format, image_size=args.image_size)
     else:
         if args.data_format not in ("auto", "csv", "parquet") or args.image_size:
             raise SlipwayError("--data-format images/cifar10/tfrecord and --image-size need --pipeline images")
-        arguments.update(key=args.key, skew_thresholds=args.skew, drift_thresholds=args.drift)
+        arguments.update(key=args.key, skew_thresholds=args.skew, drift_thresholds=args.drift, task=args.task)
     if args.tune:
+        from slipway.components.tune.local import check_runs_locally
         from slipway.components.tune.spec import load_spec
 
+        spec = load_spec(args.tune)
+        try:  # the run tunes with the local backend: refuse what only Katib runs before any step runs
+            check_runs_locally(spec)
+        except SlipwayError as exc:
+            raise SlipwayError(f"--tune {args.tune}: {exc}") from None
         # The spec travels as text (checked here first), so the run's parameters name no path of this machine.
-        arguments.update(search_spec=json.dumps(load_spec(args.tune)), trial_hyperparameters=args.trial_hparams)
+        arguments.update(search_spec=json.dumps(spec), trial_hyperparameters=args.trial_hparams)
+    from slipway.core.modules import check_pipeline_module
+
+    check_pipeline_module(module)  # a missing build_keras_model named now, not after the steps before train
     containers = None
     if args.runner == "podman":
         arguments, containers = _containers(arguments, workdir)
-    os.environ["SLIPWAY_INTERFACE"] = "cli"  # steps' errors name our flags (--allow-anomalies), not parameters
-    summary = run_local(pipeline, arguments, workdir, lineage_uri, containers=containers, verbose=args.verbose)
+    from slipway.core.errors import CLI_INTERFACE, INTERFACE_ENV
+
+    previous = os.environ.get(INTERFACE_ENV)
+    os.environ[INTERFACE_ENV] = CLI_INTERFACE  # steps' errors name our flags (--allow-anomalies), not parameters
+    try:
+        summary = run_local(pipeline, arguments, workdir, lineage_uri, containers=containers, verbose=args.verbose)
+    finally:
+        os.environ.pop(INTERFACE_ENV) if previous is None else os.environ.update({INTERFACE_ENV: previous})
     _print_summary(summary, workdir)
     if summary["status"] == "interrupted":
         return INTERRUPTED_EXIT.get(summary["interrupted_by"], 130)
@@ -377,9 +404,10 @@ def _render(args) -> int:
 
 
 def _data(args) -> int:
-    from slipway.data import digits, taxi
+    from slipway.data import diabetes, digits, taxi
 
-    print(taxi.taxi_csv() if args.name == "taxi" else digits.digits_folder())
+    samples = {"taxi": taxi.taxi_csv, "digits": digits.digits_folder, "diabetes": diabetes.diabetes_csv}
+    print(samples[args.name]())
     return 0
 
 

@@ -139,18 +139,6 @@ def test_bad_input_fails_the_run_with_one_line_and_no_downstream_steps(tmp_path:
     assert all(not any(p.iterdir()) for p in examples if p.is_dir())  # nothing valid-looking left
 
 
-def test_module_without_preprocessing_fn_fails_in_transform(tmp_path: Path):
-    module = tmp_path / "empty_module.py"
-    module.write_text("def build_keras_model(hparams, tf_transform_output, label_key, num_classes):\n    pass\n")
-    data = write_blobs_csv(tmp_path / "blobs.csv", rows=90)
-    workdir = tmp_path / "out"
-    assert run_cli("--data", str(data), "--label", "species", "--module", str(module), "--workdir", str(workdir)) == 1
-    summary = json.loads((workdir / "summary.json").read_text())
-    assert summary["steps"]["transform"]["status"] == "failed"
-    assert "empty_module.py: does not define preprocessing_fn" in summary["error"]
-    assert summary["steps"]["train"]["status"] == "not_run"
-
-
 def test_missing_module_file_is_refused_before_anything_runs(tmp_path: Path, capsys):
     data = write_blobs_csv(tmp_path / "blobs.csv", rows=30)
     code = run_cli("--data", str(data), "--label", "species", "--module", str(tmp_path / "nope.py"),
@@ -235,3 +223,91 @@ def test_tuned_pipeline_feeds_the_best_parameters_into_training(tmp_path: Path):
     assert trained_with["learning_rate"] == pytest.approx(tuning["parameters"]["learning_rate"])
     assert trained_with["batch_size"] == tuning["parameters"]["batch_size"]
     assert trained_with["epochs"] == 8  # the module's full training, not the 2-epoch trials
+
+
+def test_regression_pipeline_on_diabetes_reports_blesses_and_serves_a_value(tmp_path: Path, capsys,
+                                                                             monkeypatch: pytest.MonkeyPatch):
+    """`slipway run --task regression` on scikit-learn's diabetes data with the worked diabetes module: the task
+    flows from ingest to serving; evaluate reports TFMA's regression metrics in KFP's Metrics (ClassificationMetrics
+    left empty) and blesses by the module's mean_absolute_error threshold; the served model answers a value."""
+    import math
+
+    import tensorflow as tf
+
+    from slipway.data import diabetes
+    from slipway.pipelines.modules import module_path
+    from slipway.serving import process
+
+    monkeypatch.setenv("SLIPWAY_CACHE", str(tmp_path / "cache"))
+    data = diabetes.diabetes_csv()
+    workdir = tmp_path / "out"
+    code = run_cli("--data", str(data), "--label", diabetes.LABEL, "--module", str(module_path("diabetes.py")),
+                   "--workdir", str(workdir), "--task", "regression", "--hparams", '{"epochs": 20}')
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert code == 0, summary.get("error")
+    assert summary["status"] == "succeeded" and summary["arguments"]["task"] == "regression"
+    assert all(step["status"] == "succeeded" for step in summary["steps"].values()), summary["steps"]
+    outputs = {name: step["outputs"] for name, step in summary["steps"].items()}
+
+    # ingest recorded the task it was given; train carried it into the model
+    examples = json.loads((Path(outputs["ingest"]["examples"]) / "examples_meta.json").read_text())
+    assert examples["task"] == "regression" and examples["task_reason"] == "task regression was requested"
+    assert examples["columns"][diabetes.LABEL] == "float" and "label_classes" not in examples
+    model_meta = json.loads((Path(summary["model"]) / "model_meta.json").read_text())
+    assert model_meta["task"] == "regression" and model_meta["num_classes"] == 0
+
+    # TFMA's regression metrics, consistent with each other, on every eval row; blessed by the module's bar (58)
+    metrics = summary["metrics"]
+    assert metrics["example_count"] == examples["splits"]["eval"]
+    assert metrics["mean_absolute_error"] < 58  # predicting the mean would give about 62
+    assert metrics["root_mean_squared_error"] == pytest.approx(math.sqrt(metrics["mean_squared_error"]), rel=1e-4)
+    assert metrics["root_mean_squared_error"] < 75 and metrics["squared_pearson_correlation"] > 0.3
+    assert 100 < metrics["mean_label"] < 200 and 100 < metrics["mean_prediction"] < 200
+    assert summary["blessed"] is True
+    assert summary["blessing_message"].startswith("blessed: all 2 thresholds passed on the overall slice")
+    assert "change thresholds skipped (no baseline model)" in summary["blessing_message"]  # the first run
+
+    # KFP's Metrics artifact carries them (metadata and file); ClassificationMetrics is present and empty
+    evaluate = json.loads((Path(outputs["evaluate"]["metrics"]).parent / "executor_output.json").read_text())
+    kfp_metrics = evaluate["artifacts"]["metrics"]["artifacts"][0]["metadata"]
+    assert kfp_metrics == pytest.approx(metrics) and "mean_absolute_error" in kfp_metrics
+    assert json.loads(Path(outputs["evaluate"]["metrics"]).read_text()) == pytest.approx(metrics)
+    assert evaluate["artifacts"]["classification_metrics"]["artifacts"][0]["metadata"] == {}
+    report = (Path(outputs["evaluate"]["evaluation"]) / "report.html").read_text()
+    assert "mean_absolute_error" in report and "sex=1" in report and "sex=2" in report
+    assert "Confusion matrix" not in report
+
+    # deploy's smoke request: real eval rows through both signatures of the served model, one number per row
+    deployment = summary["deployment"]
+    assert deployment["status"] == "deployed" and deployment["model_name"] == "diabetes"
+    assert deployment["smoke"]["signatures"] == ["serving_default", "serving_raw"]
+    assert isinstance(deployment["prediction"], float) and 25 / 2 < deployment["prediction"] < 2 * 346
+
+    # `slipway predict` on the served model: a row of the CSV (its label column is ignored) -> its value
+    rows = tmp_path / "rows.csv"
+    lines = data.read_text().splitlines()
+    rows.write_text(lines[0] + "\n" + lines[1] + "\n")
+    server = process.start_server(deployment["model_base"], "diabetes", port=0)
+    try:
+        process.wait_for_version(server.url, "diabetes", 1, 120)
+        capsys.readouterr()
+        assert cli.main(["predict", server.url, str(rows)]) == 0
+        printed = capsys.readouterr().out.splitlines()
+    finally:
+        server.stop()
+    assert printed[0] == "# diabetes version 1: 1 rows"
+    served = float(printed[1].split("\t")[1])
+    row = dict(zip(lines[0].split(","), lines[1].split(","), strict=True))
+    raw = tf.saved_model.load(summary["model"]).signatures["serving_raw"]
+    inputs = {name: tf.constant([float(row[name])], spec.dtype) if spec.dtype.is_floating
+              else tf.constant([int(row[name])], spec.dtype)
+              for name, spec in raw.structured_input_signature[1].items()}
+    assert served == pytest.approx(float(raw(**inputs)["outputs"].numpy()[0]), abs=1e-4)  # printed with 4 decimals
+
+    # lineage: the served model back to the CSV it learnt from
+    assert cli.main(["lineage", "--workdir", str(workdir)]) == 0
+    traced = capsys.readouterr().out
+    assert traced.startswith("Model ") and "<- train" in traced and "<- ingest" in traced
+    raw_data = [line for line in traced.splitlines() if "diabetes.csv" in line]
+    assert raw_data and "RawData" in raw_data[0] and f"sha256={diabetes.SHA256[:16]}" in raw_data[0]
+    assert "diabetes.py" in traced

@@ -40,8 +40,11 @@ def evaluate(
     Returns:
         evaluation: TFMA's evaluation output (metrics per slice, plots, validation result).
         blessing: BLESSED or NOT_BLESSED with the failed thresholds.
-        metrics: The overall metrics (KFP Metrics: a scalar per metric, shown in the KFP UI and run comparison).
-        classification_metrics: Confusion matrix and ROC points (KFP ClassificationMetrics, drawn by the KFP UI).
+        metrics: The overall metrics (KFP Metrics: a scalar per metric, shown in the KFP UI and run comparison);
+            for regression mean_absolute_error, mean_squared_error, root_mean_squared_error,
+            mean_absolute_percentage_error, squared_pearson_correlation, mean_label, mean_prediction, example_count.
+        classification_metrics: Confusion matrix and ROC points (KFP ClassificationMetrics, drawn by the KFP UI);
+            empty for regression.
         report: HTML report: metrics by slice, thresholds and the blessing.
     """
     import json
@@ -84,7 +87,9 @@ def evaluate(
         # KFP keeps Metrics in metadata only; a file makes the artifact readable where it lies, too.
         with open(metrics.path, "w", encoding="utf-8") as handle:
             json.dump(result["metrics"], handle, indent=2, sort_keys=True)
-        summary = {"blessed": result["blessed"], "message": result["message"], "metrics": result["metrics"]}
+        summary = {"blessed": result["blessed"], "message": result["message"], "metrics": result["metrics"],
+                   # The report artifact's name has no extension (KFP picks it): this copy opens in a browser.
+                   "report_html": f"{evaluation.uri}/report.html"}
         step.output("evaluation", "ModelEvaluation", evaluation, summary)
         step.output("blessing", "ModelBlessing", blessing, {"blessed": result["blessed"], "message": result["message"]})
         step.output("metrics", "Metrics", metrics)

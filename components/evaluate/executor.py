@@ -13,7 +13,7 @@ settings (all keys optional):
           "lower_bound": 0.8,                          # value threshold: metric >= lower_bound
           "upper_bound": 1.0,                          # value threshold: metric <= upper_bound
           "change": {                                  # change threshold against the baseline model
-            "direction": "higher_is_better",           # or "lower_is_better"
+            "direction": "higher_is_better",           # or "lower_is_better" (the default for error metrics)
             "absolute": -0.01,                         # candidate - baseline >= absolute (<= for lower_is_better)
             "relative": -0.05                          # (candidate - baseline) / baseline >= relative
           }
@@ -26,14 +26,16 @@ Thresholds gate the overall slice; feature slices are measured and reported, not
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from pathlib import Path
 
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
+from slipway.components.evaluate import report
+from slipway.core import progress
 from slipway.core.artifacts import examples_meta, read_json, split_dir, split_files, staged_output, write_json
 from slipway.core.errors import SlipwayError
+from slipway.core.tasks import CLASSIFICATION, REGRESSION, task_of
 
 MODEL_META = "model_meta.json"
 SIGNATURE = "serving_default"
@@ -60,6 +62,21 @@ MULTICLASS_METRICS = [
     ("SparseCategoricalAccuracy", "sparse_categorical_accuracy"),
 ]
 MULTICLASS_PLOTS = ["MultiClassConfusionMatrixPlot"]
+# Regression: TFMA's own error metrics, RMSE through its Keras metric wrapper (TFMA has no native one), the squared
+# Pearson correlation (r^2 of predictions vs labels) and the means that show a biased model. No plots.
+REGRESSION_METRICS = [
+    ("ExampleCount", "example_count"),
+    ("MeanAbsoluteError", "mean_absolute_error"),
+    ("MeanSquaredError", "mean_squared_error"),
+    ("RootMeanSquaredError", "root_mean_squared_error"),
+    ("MeanAbsolutePercentageError", "mean_absolute_percentage_error"),
+    ("SquaredPearsonCorrelation", "squared_pearson_correlation"),
+    ("MeanLabel", "mean_label"),
+    ("MeanPrediction", "mean_prediction"),
+]
+# Errors: a change threshold on them without a direction means "lower is better".
+LOWER_IS_BETTER = {"mean_absolute_error", "mean_squared_error", "root_mean_squared_error",
+                   "mean_absolute_percentage_error"}
 
 
 def run(
@@ -85,20 +102,22 @@ def run(
     label = meta.get("label")
     if not label:
         raise SlipwayError(f"examples {examples_dir}: examples_meta.json names no label")
-    num_classes = int(meta.get("num_classes") or len(meta.get("label_classes") or []))
+    task = task_of(meta, f"examples {examples_dir}")
+    num_classes = int(meta.get("num_classes") or len(meta.get("label_classes") or [])) if task == CLASSIFICATION else 0
     classes = [str(c) for c in (meta.get("label_classes") or range(num_classes))]
-    if num_classes < 2:
+    if task == CLASSIFICATION and num_classes < 2:
         raise SlipwayError(f"examples {examples_dir}: need at least 2 label classes, found {num_classes}")
     if not split_dir(examples_dir, split).is_dir():
         raise SlipwayError(f"examples {examples_dir}: no split '{split}' (has: {sorted(meta.get('splits', {}))})")
     files = split_files(examples_dir, split)
 
-    _check_model(model_dir, "model", label, num_classes, classes, examples_dir)
+    _check_model(model_dir, "model", label, num_classes, classes, examples_dir, task)
     if baseline_model_dir:
-        _check_model(baseline_model_dir, "baseline model", label, num_classes, classes, examples_dir)
+        _check_model(baseline_model_dir, "baseline model", label, num_classes, classes, examples_dir, task)
 
     binary = num_classes == 2
-    metrics = BINARY_METRICS if binary else MULTICLASS_METRICS
+    metrics = REGRESSION_METRICS if task == REGRESSION else BINARY_METRICS if binary else MULTICLASS_METRICS
+    plot_names = [] if task == REGRESSION else BINARY_PLOTS if binary else MULTICLASS_PLOTS
     metric_names = [name for _, name in metrics]
     thresholds = _parse_thresholds(settings.get("thresholds") or {}, metric_names)
     slices = _parse_slices(settings.get("slices") or [], meta.get("columns") or {}, examples_dir, label)
@@ -106,7 +125,9 @@ def run(
 
     with staged_output(evaluation_dir) as eval_stage, staged_output(blessing_dir) as bless_stage:
         tfma_dir = eval_stage / "tfma"
-        eval_config = _eval_config(label, metrics, binary, thresholds, slices, has_baseline)
+        eval_config = _eval_config(label, metrics, plot_names, thresholds, slices, has_baseline)
+        progress.say(f"evaluate computing metrics on {split} for {len(slices) + 1} slice specs with TFMA"
+                     + (" against the baseline" if has_baseline else ""))
         _run_tfma(eval_config, model_dir, baseline_model_dir, files, tfma_dir, split_dir(examples_dir, split))
 
         import tensorflow_model_analysis as tfma
@@ -116,8 +137,10 @@ def run(
         validation = tfma.load_validation_result(str(tfma_dir))
 
         overall = per_slice.get("Overall", {}).get("metrics", {})
-        confusion = _confusion_matrix(plots.get("Overall"), classes, binary)
+        # Regression has no confusion matrix nor curves: None, so the report and ClassificationMetrics skip them.
+        confusion = _confusion_matrix(plots.get("Overall"), classes, binary) if task == CLASSIFICATION else None
         roc = _roc(plots.get("Overall")) if binary else None
+        pr = _pr_curve(plots.get("Overall")) if binary else None
 
         failures = _failures(validation)
         threshold_rows = _threshold_rows(thresholds, has_baseline, failures)
@@ -150,6 +173,7 @@ def run(
                 "model": model_dir,
                 "baseline_model": baseline_model_dir or None,
                 "label": label,
+                "task": task,
                 "label_classes": classes,
                 "overall": overall,
                 "baseline_overall": per_slice.get("Overall", {}).get("baseline_metrics"),
@@ -166,7 +190,8 @@ def run(
             "failures": [f["text"] for f in failures],
         }
         (eval_stage / "report.html").write_text(
-            _report_html(split, model_dir, baseline_model_dir, per_slice, confusion, threshold_rows, decision),
+            report.report_html(split, model_dir, baseline_model_dir, per_slice, threshold_rows, decision,
+                               confusion=confusion, roc=roc, pr=pr),
             encoding="utf-8",
         )
         (bless_stage / ("BLESSED" if blessed else "NOT_BLESSED")).touch()
@@ -175,6 +200,7 @@ def run(
     return {
         "blessed": blessed,
         "message": message,
+        "task": task,
         "metrics": overall,
         "slices": len(per_slice),
         "confusion_matrix": confusion,
@@ -185,7 +211,8 @@ def run(
 # --- inputs ---------------------------------------------------------------------------------------------------
 
 
-def _check_model(path: str, what: str, label: str, num_classes: int, classes: list[str], examples_dir: str) -> None:
+def _check_model(path: str, what: str, label: str, num_classes: int, classes: list[str], examples_dir: str,
+                 task: str = CLASSIFICATION) -> None:
     root = Path(path)
     if not (root / "saved_model.pb").is_file():
         raise SlipwayError(f"{what} {path}: no saved_model.pb (not a TF SavedModel folder)")
@@ -193,6 +220,9 @@ def _check_model(path: str, what: str, label: str, num_classes: int, classes: li
     if not meta_path.is_file():
         return  # a foreign SavedModel: trust the examples' label description
     model_meta = read_json(meta_path)
+    model_task = task_of(model_meta, f"{what} {path}")
+    if model_task != task:
+        raise SlipwayError(f"{what} {path}: a {model_task} model, but examples {examples_dir} are {task}")
     model_k = model_meta.get("num_classes")
     if model_k is not None and int(model_k) != num_classes:
         raise SlipwayError(
@@ -239,7 +269,7 @@ def _parse_thresholds(raw: dict, metric_names: list[str]) -> dict:
             unknown = set(change) - CHANGE_KEYS
             if unknown:
                 raise SlipwayError(f"evaluate settings: thresholds.{name}.change: unknown keys {sorted(unknown)}")
-            direction = change.get("direction", "higher_is_better")
+            direction = change.get("direction", "lower_is_better" if name in LOWER_IS_BETTER else "higher_is_better")
             if direction not in DIRECTIONS:
                 raise SlipwayError(
                     f"evaluate settings: thresholds.{name}.change.direction must be one of {sorted(DIRECTIONS)}"
@@ -281,7 +311,7 @@ def _parse_slices(raw: list, columns: dict, examples_dir: str, label: str) -> li
 # --- TFMA -----------------------------------------------------------------------------------------------------
 
 
-def _eval_config(label, metrics, binary, thresholds, slices, has_baseline):
+def _eval_config(label, metrics, plot_names, thresholds, slices, has_baseline):
     import tensorflow_model_analysis as tfma
 
     if has_baseline:
@@ -301,7 +331,7 @@ def _eval_config(label, metrics, binary, thresholds, slices, has_baseline):
             # handful of rows in one slice would then block the blessing.
             config.per_slice_thresholds.add(slicing_specs=[tfma.SlicingSpec()], threshold=threshold)
         configs.append(config)
-    for class_name in BINARY_PLOTS if binary else MULTICLASS_PLOTS:
+    for class_name in plot_names:
         configs.append(tfma.MetricConfig(class_name=class_name))
 
     return tfma.EvalConfig(
@@ -484,6 +514,24 @@ def _roc(plot) -> dict | None:
     }
 
 
+def _pr_curve(plot) -> dict | None:
+    """Recall and precision by threshold (at most ROC_MAX_POINTS), for the report's precision-recall chart."""
+    if plot is None:
+        return None
+    points = []
+    for m in plot.confusion_matrix_at_thresholds.matrices:
+        recall, precision = float(m.recall), float(m.precision)
+        # Where nothing is predicted positive precision is 0/0: TFMA's stand-in value there is no point of the curve.
+        if math.isfinite(recall) and math.isfinite(precision) and m.true_positives + m.false_positives > 0:
+            points.append((recall, precision))
+    if not points:
+        return None
+    if len(points) > ROC_MAX_POINTS:
+        step = (len(points) - 1) / (ROC_MAX_POINTS - 1)
+        points = [points[round(i * step)] for i in range(ROC_MAX_POINTS)]
+    return {"recall": [p[0] for p in points], "precision": [p[1] for p in points]}
+
+
 # --- blessing ---------------------------------------------------------------------------------------------------
 
 
@@ -564,87 +612,6 @@ def _threshold_rows(thresholds: dict, has_baseline: bool, failures: list[dict]) 
                 }
             )
     return rows
-
-
-# --- report -----------------------------------------------------------------------------------------------------
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
-table{border-collapse:collapse;margin:8px 0 20px}th,td{border:1px solid #ccc;padding:4px 10px;text-align:right}
-th{background:#f3f3f3}td.l,th.l{text-align:left}.passed{color:#176c2f}.failed{color:#b00020;font-weight:bold}
-.skipped{color:#777}.banner{padding:10px 14px;border-radius:6px;margin:10px 0 20px;font-weight:bold}
-.yes{background:#e3f6e8;color:#176c2f}.no{background:#fde7ea;color:#b00020}
-"""
-
-
-def _fmt(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return html.escape(str(value))
-
-
-def _report_html(split, model_dir, baseline_dir, per_slice, confusion, threshold_rows, decision) -> str:
-    e = html.escape
-    out = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Slipway evaluation</title>",
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>Model evaluation</h1>",
-        f"<p>Model: <code>{e(model_dir)}</code><br>Baseline: <code>{e(baseline_dir or 'none')}</code>"
-        f"<br>Split: <code>{e(split)}</code></p>",
-        f"<div class='banner {'yes' if decision['blessed'] else 'no'}'>"
-        f"{'BLESSED' if decision['blessed'] else 'NOT BLESSED'}: {e(decision['message'])}</div>",
-    ]
-    overall = per_slice.get("Overall", {})
-    names = sorted({n for entry in per_slice.values() for n in entry.get("metrics", {})})
-    out.append("<h2>Overall metrics</h2><table><tr><th class='l'>metric</th><th>candidate</th>")
-    if baseline_dir:
-        out.append("<th>baseline</th><th>diff</th>")
-    out.append("</tr>")
-    for name in names:
-        out.append(f"<tr><td class='l'>{e(name)}</td><td>{_fmt(overall.get('metrics', {}).get(name))}</td>")
-        if baseline_dir:
-            out.append(
-                f"<td>{_fmt(overall.get('baseline_metrics', {}).get(name))}</td>"
-                f"<td>{_fmt(overall.get('diff', {}).get(name))}</td>"
-            )
-        out.append("</tr>")
-    out.append("</table>")
-
-    out.append("<h2>Thresholds</h2>")
-    if threshold_rows:
-        out.append("<table><tr><th class='l'>metric</th><th class='l'>threshold</th><th class='l'>result</th>"
-                   "<th class='l'>failing slices / note</th></tr>")
-        for row in threshold_rows:
-            out.append(
-                f"<tr><td class='l'>{e(row['metric'])}</td><td class='l'>{e(row['threshold'])}</td>"
-                f"<td class='l {row['status']}'>{e(row['status'])}</td><td class='l'>{e(row['detail'])}</td></tr>"
-            )
-        out.append("</table>")
-    else:
-        out.append("<p>No thresholds configured: the model is not blessed.</p>")
-    if decision["failures"]:
-        out.append("<ul>" + "".join(f"<li class='failed'>{e(f)}</li>" for f in decision["failures"]) + "</ul>")
-
-    out.append("<h2>Confusion matrix (overall; rows: actual, columns: predicted)</h2><table><tr><th></th>")
-    out.extend(f"<th>{e(c)}</th>" for c in confusion["categories"])
-    out.append("</tr>")
-    for category, row in zip(confusion["categories"], confusion["matrix"], strict=True):
-        out.append(f"<tr><th class='l'>{e(category)}</th>" + "".join(f"<td>{v}</td>" for v in row) + "</tr>")
-    out.append("</table>")
-
-    out.append("<h2>Metrics per slice</h2><table><tr><th class='l'>slice</th>")
-    out.extend(f"<th>{e(n)}</th>" for n in names)
-    out.append("</tr>")
-    for slice_name, entry in per_slice.items():
-        out.append(f"<tr><td class='l'>{e(slice_name)}</td>")
-        out.extend(f"<td>{_fmt(entry.get('metrics', {}).get(n))}</td>" for n in names)
-        out.append("</tr>")
-    out.append("</table></body></html>\n")
-    return "".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,12 +8,15 @@ deliberately bad binary classifier, and a good 3-class classifier, each exported
 from __future__ import annotations
 
 import json
+import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import slipway  # noqa: F401
+from components.evaluate import report
 from components.evaluate.executor import run
 from slipway.core.errors import SlipwayError
 from slipway.core.testing import write_examples
@@ -264,3 +267,76 @@ def test_failure_during_evaluation_leaves_no_output(world, tmp_path):
     assert "\n" not in str(error.value)
     assert not ev.exists() and not (tmp_path / "bl").exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def _figures(page: str) -> dict[str, ET.Element]:
+    """The report's charts by name, each SVG parsed as XML (so each is well-formed)."""
+    return {name: ET.fromstring(svg) for name, svg in re.findall(r'<figure data-chart="([^"]+)">(<svg.*?</svg>)',
+                                                                  page, re.S)}
+
+
+def _of_class(svg: ET.Element, cls: str) -> list[ET.Element]:
+    return [e for e in svg.iter() if cls in (e.get("class") or "").split()]
+
+
+def test_report_draws_roc_pr_confusion_and_slices_from_the_real_evaluation(good_run):
+    result, evaluation, _ = good_run
+    page = (evaluation / "report.html").read_text()
+    for remote in ("http://", "https://", "//cdn", "<script", "@import", "xlink", "src="):
+        assert remote not in page
+    figures = _figures(page)
+    assert sorted(figures) == ["by-slice", "confusion", "pr", "roc"]
+
+    # ROC: the points the ClassificationMetrics artifact gets, on the unit square of the plot area
+    roc = figures["roc"]
+    [area] = _of_class(roc, "plot-area")
+    left, top, width, height = (float(area.get(k)) for k in ("x", "y", "width", "height"))
+    [line] = [p for p in roc.iter("polyline") if p.get("data-series", "").startswith("model (AUC 0.")]
+    points = [tuple(map(float, p.split(","))) for p in line.get("points").split()]
+    assert len(points) == len(result["roc"]["fpr"])
+    for (x, y), fpr, tpr in zip(points, result["roc"]["fpr"], result["roc"]["tpr"], strict=True):
+        assert x == pytest.approx(left + fpr * width, abs=0.06)
+        assert y == pytest.approx(top + height * (1 - tpr), abs=0.06)
+    assert _of_class(roc, "diagonal")
+    assert [p for p in figures["pr"].iter("polyline") if p.get("data-series", "").startswith("model (AUC-PR 0.")]
+
+    # the confusion matrix: a cell per entry holding its count
+    matrix = result["confusion_matrix"]["matrix"]
+    values = [v.text for v in _of_class(figures["confusion"], "cell-value")]
+    assert values == [f"{count:,}" for row in matrix for count in row]
+
+    # binary_accuracy (the first threshold's metric) per slice, with the example counts
+    by_slice = figures["by-slice"]
+    assert by_slice.find("title").text == "binary_accuracy by slice"
+    accuracy = result["metrics"]["binary_accuracy"]
+    notes = [n.text for n in _of_class(by_slice, "note")]
+    assert notes[0] == f"{accuracy:.4g}  n=120" and [n.split()[-1] for n in notes] == ["n=120", "n=40", "n=80"]
+    assert len(_of_class(by_slice, "bar")) == 3
+    [reference] = _of_class(by_slice, "reference")  # the overall value, across the slices
+    assert reference.find("title").text.startswith("Overall: 0.8")
+
+
+def test_report_without_classification_data_draws_what_it_has():
+    # A regression model's data (as the executor will pass it): no confusion matrix, no curves.
+    per_slice = {
+        "Overall": {"metrics": {"example_count": 90.0, "mean_absolute_error": 1.25, "root_mean_squared_error": 2.5}},
+        "city=a": {"metrics": {"example_count": 60.0, "mean_absolute_error": 1.0, "root_mean_squared_error": 2.0}},
+        "city=<b>": {"metrics": {"example_count": 30.0, "mean_absolute_error": 1.75, "root_mean_squared_error": 3.0}},
+    }
+    decision = {"blessed": True, "message": "blessed", "failures": []}
+    rows = [{"metric": "root_mean_squared_error", "threshold": "value <= 3", "status": "passed", "detail": ""}]
+
+    page = report.report_html("eval", "m", "", per_slice, rows, decision)
+    figures = _figures(page)
+    assert list(figures) == ["by-slice"]
+    by_slice = figures["by-slice"]
+    assert by_slice.find("title").text == "root_mean_squared_error by slice"  # the metric a threshold gates
+    bars = [b.find("title").text for b in _of_class(by_slice, "bar")]
+    assert bars == ["Overall (candidate): 2.5", "city=<b> (candidate): 3", "city=a (candidate): 2"]
+    assert "Confusion matrix" not in page and "ROC" not in page
+
+    # no threshold: the preferred metric measured; a named one wins; one slice alone draws no comparison
+    assert report.primary_metric(per_slice, []) == "root_mean_squared_error"
+    named = _figures(report.report_html("eval", "m", "", per_slice, [], decision, metric="mean_absolute_error"))
+    assert named["by-slice"].find("title").text == "mean_absolute_error by slice"
+    assert _figures(report.report_html("eval", "m", "", {"Overall": per_slice["Overall"]}, [], decision)) == {}

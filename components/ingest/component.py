@@ -16,13 +16,15 @@ def ingest(
     rows_per_shard: int = 100000,
     data_format: str = "auto",
     image_size: str = "",
+    task: str = "auto",
     lineage_store: str = "",
 ):
     """Read CSV/Parquet, an image folder, CIFAR-10 batches or TFRecords into gzip TFRecord shards per split.
 
     Rows are split by a deterministic hash of the `key` column (or of the whole row when empty; of the file
-    path for image folders, of the pixels for CIFAR-10). The label is encoded as class ids 0..k-1 (sorted
-    distinct values or class folder names, kept in the metadata as label_classes).
+    path for image folders, of the pixels for CIFAR-10). For classification the label is encoded as class ids
+    0..k-1 (sorted distinct values or class folder names, kept in the metadata as label_classes); for
+    regression it keeps its value, as a float. The task is recorded in the metadata for the later steps.
 
     Args:
         data: The input file or folder: a local path (on a cluster, a path on the step's mounted volume).
@@ -32,22 +34,25 @@ def ingest(
         rows_per_shard: Most rows in one TFRecord shard.
         data_format: auto (detect), csv, parquet, images (a folder per class), cifar10 or tfrecord.
         image_size: "" (the size of the first image) or "HxW" to resize every image to.
+        task: auto, classification or regression. auto: a string (or boolean) label is classification; numbers
+            with a non-integer value are regression; integers are classification with at most 20 distinct
+            values, else regression. Images and CIFAR-10 are classification.
         lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
             sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
             recorded (said once).
 
     Returns:
         examples: Gzip TFRecord shards of tf.Example per split (Split-<name>/) and examples_meta.json (row counts
-            per split, label classes, column types).
+            per split, the task and why, label classes or the label's range, column types).
     """
     from slipway.components.ingest import executor
     from slipway.core.step import Step
 
     params = {"data": data, "label": label, "key": key, "splits": splits, "rows_per_shard": rows_per_shard,
-              "data_format": data_format, "image_size": image_size}
+              "data_format": data_format, "image_size": image_size, "task": task}
     with Step("ingest", params, lineage_store=lineage_store) as step:
         meta = executor.run(data, examples.path, label, key=key, splits=splits, rows_per_shard=rows_per_shard,
-                            data_format=data_format, image_size=image_size)
+                            data_format=data_format, image_size=image_size, task=task)
         for source in meta["sources"]:  # an image folder is one source: the folder with its tree hash
             step.input_file("data", "RawData", source["path"], sha256=source["sha256"])
         step.output("examples", "Examples", examples, meta)

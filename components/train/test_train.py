@@ -160,6 +160,20 @@ def test_bad_hyperparameters(binary, given, message):
         resolve_hyperparameters(module, given)
 
 
+def test_hyperparameters_errors_name_the_flag_under_slipway_run(monkeypatch):
+    import types
+
+    from slipway.core.errors import INTERFACE_ENV
+
+    module = types.ModuleType("no_defaults")
+    monkeypatch.setenv(INTERFACE_ENV, "cli")
+    with pytest.raises(SlipwayError, match=r"^--hparams: expected a JSON object, got list$"):
+        resolve_hyperparameters(module, "[1, 2]")
+    monkeypatch.delenv(INTERFACE_ENV)
+    with pytest.raises(SlipwayError, match=r"^hyperparameters: expected a JSON object, got list$"):
+        resolve_hyperparameters(module, "[1, 2]")
+
+
 def test_bad_hyperparameter_leaves_no_output(binary, tmp_path):
     root, inputs, _ = binary
     with pytest.raises(SlipwayError, match="'epochs'"):

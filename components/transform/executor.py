@@ -13,9 +13,11 @@ import os
 import shutil
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
+from slipway.core import progress
 from slipway.core.artifacts import (
     EXAMPLES_META,
     SCHEMA_FILE,
@@ -28,6 +30,7 @@ from slipway.core.artifacts import (
 )
 from slipway.core.errors import SlipwayError
 from slipway.core.modules import load_module
+from slipway.core.tasks import task_of
 
 TRAIN_SPLIT = "train"
 # Written beside the TFT output: which raw features the transform graph reads (serving needs only those).
@@ -53,7 +56,7 @@ def load_schema(schema_dir: str | os.PathLike):
     return schema
 
 
-CUSTOM_CONFIG_KEYS = ("label", "label_classes", "num_classes", "columns", "image_shape", "data_format")
+CUSTOM_CONFIG_KEYS = ("label", "task", "label_classes", "num_classes", "columns", "image_shape", "data_format")
 
 
 def with_custom_config(preprocessing_fn, meta: dict):
@@ -66,6 +69,63 @@ def with_custom_config(preprocessing_fn, meta: dict):
         return preprocessing_fn
     config = {key: meta[key] for key in CUSTOM_CONFIG_KEYS if key in meta}
     return functools.partial(preprocessing_fn, custom_config=config)
+
+
+def reporting_errors(preprocessing_fn, module_file: str):
+    """preprocessing_fn, with an error raised while TFT traces it turned into one line: the module file and the
+    line in it that failed, the error, and the input feature the function read last (TensorFlow's own message, a
+    dtype mismatch say, names neither the feature nor the module)."""
+    module_path = os.path.realpath(module_file)
+
+    @functools.wraps(preprocessing_fn)
+    def traced(inputs, *args, **kwargs):
+        recorder = _ReadRecorder(inputs)
+        try:
+            return preprocessing_fn(recorder, *args, **kwargs)
+        except SlipwayError:
+            raise
+        except Exception as exc:
+            raise SlipwayError(_traced_error(exc, module_path, module_file, recorder)) from exc
+
+    return traced
+
+
+class _ReadRecorder(dict):
+    """The inputs dict, remembering the feature read last (and one asked for that is not there)."""
+
+    last: str | None = None
+    missing: str | None = None
+
+    def __getitem__(self, key):
+        if key not in self:
+            self.missing = key
+        else:
+            self.last = key
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        if key not in self:
+            return default
+        return self[key]
+
+
+def _traced_error(exc: Exception, module_path: str, module_file: str, recorder: _ReadRecorder) -> str:
+    # The innermost frame of the module file: the user's line that called into TensorFlow.
+    frames = [(frame, line) for frame, line in traceback.walk_tb(exc.__traceback__)
+              if os.path.realpath(frame.f_code.co_filename) == module_path]
+    where = f"module file {module_file}"
+    if frames:
+        frame, line = frames[-1]
+        where += f", line {line} (in {frame.f_code.co_name})"
+    if isinstance(exc, KeyError) and recorder.missing is not None and exc.args == (recorder.missing,):
+        return (f"{where}: reads feature {recorder.missing!r}, which the examples do not have (features: "
+                f"{', '.join(sorted(recorder))})")
+    message = " ".join(str(exc).split())
+    message = f"{type(exc).__name__}: {message[:300] + '...' if len(message) > 300 else message}"
+    if recorder.last is None:
+        return f"{where}: {message}"
+    dtype = getattr(getattr(dict.__getitem__(recorder, recorder.last), "dtype", None), "name", None)
+    return f"{where}: {message}; the last feature it read: {recorder.last!r}{f' ({dtype})' if dtype else ''}"
 
 
 def _check_label_passthrough(preprocessing_fn, feature_spec: dict, label: str, module_file: str) -> list[str]:
@@ -81,6 +141,8 @@ def _check_label_passthrough(preprocessing_fn, feature_spec: dict, label: str, m
         with tf.compat.v1.Graph().as_default():
             inputs = impl_helper.batched_placeholders_from_specs(feature_spec)
             outputs = preprocessing_fn(dict(inputs))
+    except SlipwayError:  # the user's code failed while traced (reporting_errors named where), as it will in TFT
+        raise
     except Exception:  # the real run reports the user's error with TFT's context
         return []
     if not isinstance(outputs, dict):
@@ -115,7 +177,7 @@ def run(
     schema = load_schema(schema_dir)
     meta = examples_meta(examples_dir)
     label = meta.get("label")
-    preprocessing_fn = with_custom_config(module.preprocessing_fn, meta)
+    preprocessing_fn = reporting_errors(with_custom_config(module.preprocessing_fn, meta), module_file)
     splits = split_names(examples_dir)
     if TRAIN_SPLIT not in splits:
         raise SlipwayError(f"examples {examples_dir}: no '{TRAIN_SPLIT}' split to analyse (found {splits})")
@@ -133,6 +195,7 @@ def run(
         _check_label_passthrough(preprocessing_fn, raw_feature_spec, label, module_file)
 
     with staged_output(transform_graph_dir) as graph_out, staged_output(transformed_examples_dir) as data_out:
+        progress.say(f"transform analyzing train and transforming {', '.join(splits)} (one Beam pipeline)")
         _run_beam(preprocessing_fn, schema, examples_dir, splits, str(graph_out), data_out)
 
         import tensorflow_transform as tft
@@ -158,6 +221,7 @@ def run(
                 "format": "tfrecord_gzip_tf_example",
                 "splits": counts,
                 "label": label,
+                "task": task_of(meta, f"examples {examples_dir}"),
                 "label_classes": meta.get("label_classes", []),
                 "num_classes": meta.get("num_classes", len(meta.get("label_classes", []))),
                 "columns": columns,

@@ -126,6 +126,36 @@ def test_failing_preprocessing_fn_leaves_nothing(transformed):
             """
         )
     )
-    with pytest.raises(Exception):  # noqa: B017  (the user's KeyError surfaces from TFT)
+    with pytest.raises(SlipwayError) as info:
         _run(root, inputs, module=module)
+    assert str(info.value) == (f"module file {module}, line 4 (in preprocessing_fn): reads feature 'does_not_exist', "
+                               "which the examples do not have (features: cat, label, n, x)")
+    _assert_nothing_left(root)
+
+
+def test_a_type_error_in_preprocessing_fn_names_the_module_line_and_feature(transformed):
+    root, inputs, _ = transformed
+    module = root / "float_only.py"
+    module.write_text(
+        textwrap.dedent(
+            """
+            import tensorflow as tf
+
+            def _no_nan(x):  # float-only: n is an int64 feature
+                return tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)
+
+            def preprocessing_fn(inputs):
+                outputs = {"label": inputs["label"]}
+                for name in ["x", "n"]:
+                    outputs[name + "_xf"] = _no_nan(inputs[name] if name == "n" else tf.sparse.to_dense(inputs[name]))
+                return outputs
+            """
+        )
+    )
+    with pytest.raises(SlipwayError) as info:
+        _run(root, inputs, module=module)
+    message = str(info.value)
+    assert message.startswith(f"module file {module}, line 5 (in _no_nan): TypeError: ")
+    assert "int64" in message and "\n" not in message
+    assert message.endswith("; the last feature it read: 'n' (int64)")
     _assert_nothing_left(root)

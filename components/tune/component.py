@@ -54,6 +54,7 @@ def tune(
             {"backend": "local"}.
     """
     import json
+    import shutil
 
     from slipway.components.tune import executor
     from slipway.components.tune import report as tune_report
@@ -78,5 +79,13 @@ def tune(
         summary = {"parameters": result["parameters"], "objective": result["objective"], "trial": result["trial"],
                    "counts": result["counts"], "backend": result["backend"]}
         step.output("best_hyperparameters", "HyperParameters", best_hyperparameters, summary)
+        # The report artifact's name has no extension (KFP picks it), so a browser shows its source. Tune has no
+        # folder output to hold an .html copy: it lies beside the artifact, which is on this machine's disk in a
+        # local run; on a cluster only the artifact is uploaded (and the KFP UI shows it), so nothing is recorded.
+        copy = {}
+        if "://" not in report.uri:
+            shutil.copyfile(report.path, f"{report.path}.html")
+            copy = {"report_html": f"{report.uri}.html"}
+        step.output("report", "HTML", report, copy)
         remote_job_reference(remote_job, backend)
     return json.dumps(result["hyperparameters"], sort_keys=True)

@@ -214,7 +214,8 @@ def make_sampler(algorithm: str, settings: dict, params: list[Param]):
     import optuna
 
     if algorithm in KATIB_ONLY_ALGORITHMS:
-        raise SlipwayError(f"algorithm {algorithm} runs only on the kubernetes backend (Katib)")
+        raise SlipwayError(f"algorithm {algorithm} runs only on the kubernetes backend (Katib); the local backend "
+                           f"runs {', '.join(LOCAL_ALGORITHMS)}")
     if algorithm not in LOCAL_ALGORITHMS:
         raise SlipwayError(f"algorithm {algorithm!r} is unknown; the local backend runs {', '.join(LOCAL_ALGORITHMS)}")
     seed = _int_setting(settings, "random_state")
@@ -726,6 +727,13 @@ def _normalised(spec: dict) -> dict:
     except ImportError:  # pragma: no cover  (spec.py is written alongside)
         return spec
     return load_spec(spec)
+
+
+def check_runs_locally(spec: dict) -> None:
+    """Raise the one-line error the local backend would raise for this spec (load_spec's output) when its tune step
+    starts: an algorithm only Katib runs, a distribution or setting the local engine lacks. Starts nothing, so a
+    caller can check before the steps ahead of tune have spent their time."""
+    _Search(spec, lambda hyperparameters, trial_dir: [], "", {}, None, None)
 
 
 def run_search(

@@ -335,3 +335,32 @@ def test_sigterm_to_the_search_kills_its_trials(script, tmp_path):
     for pid_file in pid_files:
         pid = int(pid_file.read_text())
         assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+def test_report_draws_the_objective_by_trial(script, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    result = search(script, tmp_path, make_spec(max_trials=4, settings={"random_state": 1}, goal=2.0),
+                    {"fail": ["trial-0002"], "epochs": 1})
+    page = trials_html(result)
+    for remote in ("http://", "https://", "//cdn", "<script", "@import", "xlink", "src="):
+        assert remote not in page
+    [svg] = re.findall(r"<svg.*?</svg>", page, re.S)
+    chart = ET.fromstring(svg)
+    assert chart.find("title").text == "score by trial (higher is better)"
+
+    # a point per trial that has an objective (not the failed one), at its trial number, higher for a better score
+    points = [c for c in chart.iter("circle") if c.get("class") == "point"]
+    scored = [t for t in result["trials"] if t["objective"] is not None]
+    assert [p.find("title").text.split(" ")[0] for p in points] == [t["name"] for t in scored]
+    assert "trial-0002" not in {t["name"] for t in scored}
+    xs = [float(p.get("cx")) for p in points]
+    assert xs[1] - xs[0] == pytest.approx(2 * (xs[2] - xs[1]), abs=0.2)  # trials 1, 3, 4: a gap where 2 failed
+    by_height = sorted(zip((float(p.get("cy")) for p in points), (t["objective"] for t in scored), strict=True))
+    assert [score for _, score in by_height] == sorted((t["objective"] for t in scored), reverse=True)
+
+    # the best so far ends at the best trial's height; the unreachable goal is drawn above everything
+    lines = {line.get("data-series"): line.get("points").split() for line in chart.iter("polyline")}
+    assert set(lines) == {"best so far", "goal 2"}
+    assert float(lines["best so far"][-1].split(",")[1]) == pytest.approx(by_height[0][0], abs=0.06)
+    assert float(lines["goal 2"][0].split(",")[1]) < by_height[0][0]

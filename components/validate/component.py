@@ -82,5 +82,6 @@ def validate(
                     shutil.copyfile(f"{anomalies.path}/{name}", target)
         step.output("statistics", "ExampleStatistics", statistics, {"splits": meta.get("splits")})
         step.output("schema", "Schema", schema, {"source": meta.get("schema_source")})
-        step.output("anomalies", "ExampleAnomalies", anomalies, meta)
+        # The report artifact's name has no extension (KFP picks it): the copy in this folder opens in a browser.
+        step.output("anomalies", "ExampleAnomalies", anomalies, {**meta, "report_html": f"{anomalies.uri}/report.html"})
         step.output("report", "HTML", report)

@@ -17,7 +17,6 @@ accumulators.
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -27,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
+from slipway.components.validate import report
 from slipway.core import artifacts
-from slipway.core.errors import SlipwayError, ValidationFailed
+from slipway.core.errors import SlipwayError, ValidationFailed, option_name
 
 TRAIN = "train"
 STATS_FILE = "FeatureStats.pb"
@@ -230,159 +230,6 @@ def _find_anomalies(schema, stats: dict, user_schema: bool, skew: dict, drift: d
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Report
-
-
-def _feature_rows(schema, stats: dict) -> list[dict]:
-    """Per feature: type and, per split, missing fraction and mean (numeric) or unique count (categorical)."""
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    type_names = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string",
-                  schema_pb2.STRUCT: "struct"}
-    names = [f.name for f in schema.feature]
-    types = {f.name: type_names.get(f.type, "?") for f in schema.feature}
-    per_split: dict[str, dict[str, Any]] = {}
-    for split, stats_list in stats.items():
-        dataset = stats_list.datasets[0]
-        by_name = {}
-        for fs in dataset.features:
-            name = ".".join(fs.path.step) if fs.path.step else fs.name
-            by_name[name] = fs
-            if name not in types:
-                names.append(name)
-                types[name] = "(not in schema)"
-        per_split[split] = {"n": dataset.num_examples, "features": by_name}
-
-    rows = []
-    for name in dict.fromkeys(names):
-        row = {"feature": name, "type": types[name], "splits": {}}
-        for split, info in per_split.items():
-            fs = info["features"].get(name)
-            if fs is None:
-                row["splits"][split] = {"missing": 1.0 if info["n"] else None, "value": "absent"}
-                continue
-            which = fs.WhichOneof("stats")
-            common = getattr(fs, which).common_stats if which else None
-            n = info["n"]
-            missing = (common.num_missing / n) if (common is not None and n) else None
-            if which == "num_stats":
-                value = f"mean {fs.num_stats.mean:.4g}"
-            elif which == "string_stats":
-                value = f"{fs.string_stats.unique} unique"
-            else:
-                value = ""
-            row["splits"][split] = {"missing": missing, "value": value}
-        rows.append(row)
-    return rows
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.1f}%"
-
-
-def _status(anomalies: list, allowed: bool) -> str:
-    if not anomalies:
-        return "passed: no anomalies"
-    state = "allowed (allow_anomalies)" if allowed else "FAILED"
-    return f"{len(anomalies)} anomalies, {state}"
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _report_md(ctx: dict) -> str:
-    splits = list(ctx["splits"])
-    lines = [
-        "# Data validation report",
-        "",
-        f"- Examples: `{ctx['examples_dir']}`",
-        f"- Schema: {ctx['schema_source']}" + (f" (`{ctx['schema_file']}`)" if ctx["schema_file"] else ""),
-        f"- Result: **{_status(ctx['anomalies'], ctx['allowed'])}**",
-    ]
-    if ctx["label"]:
-        lines.append(f"- Label: `{ctx['label']}`")
-    for title, key in (("Skew thresholds", "skew"), ("Drift thresholds (reference: train)", "drift")):
-        if ctx[key]:
-            lines.append(f"- {title}: " + ", ".join(f"`{k}` {v:g}" for k, v in sorted(ctx[key].items())))
-    if ctx["default_drift"] is not None:
-        lines.append(f"- Default drift threshold: {ctx['default_drift']:g}")
-    lines += ["", "## Splits", "", "| Split | Examples |", "|---|---:|"]
-    lines += [f"| {s} | {n} |" for s, n in ctx["splits"].items()]
-    lines += ["", "## Anomalies", ""]
-    if ctx["anomalies"]:
-        lines += ["| Split | Feature | Kind | Anomaly | Description |", "|---|---|---|---|---|"]
-        for a in ctx["anomalies"]:
-            lines.append(f"| {a['split']} | {_md_cell(a['feature'] or '(dataset)')} | {a['kind']} | "
-                         f"{_md_cell(a['short'])} | {_md_cell(a['description'])} |")
-    else:
-        lines.append("None.")
-    header = "| Feature | Type | " + " | ".join(f"{s} missing | {s} mean / unique" for s in splits) + " |"
-    lines += ["", "## Features", "", header, "|---|---|" + "---:|---:|" * len(splits)]
-    for row in ctx["features"]:
-        cells = [_md_cell(row["feature"]), row["type"]]
-        for s in splits:
-            cell = row["splits"].get(s, {"missing": None, "value": "-"})
-            cells += [_pct(cell["missing"]), cell["value"]]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
-th{background:#f3f3f3} td.num{text-align:right} .bad{color:#b00020;font-weight:600} .ok{color:#1b5e20;font-weight:600}
-code{background:#f6f6f6;padding:0 .2em}
-"""
-
-
-def _report_html(ctx: dict) -> str:
-    e = html.escape
-    splits = list(ctx["splits"])
-    status_class = "ok" if not ctx["anomalies"] else ("bad" if not ctx["allowed"] else "")
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8"><title>Data validation report</title>',
-        f"<style>{_CSS}</style></head><body>",
-        "<h1>Data validation report</h1><ul>",
-        f"<li>Examples: <code>{e(ctx['examples_dir'])}</code></li>",
-        f"<li>Schema: {e(ctx['schema_source'])}"
-        + (f" (<code>{e(ctx['schema_file'])}</code>)" if ctx["schema_file"] else "") + "</li>",
-        f'<li>Result: <span class="{status_class}">{e(_status(ctx["anomalies"], ctx["allowed"]))}</span></li>',
-    ]
-    if ctx["label"]:
-        parts.append(f"<li>Label: <code>{e(ctx['label'])}</code></li>")
-    for title, key in (("Skew thresholds", "skew"), ("Drift thresholds (reference: train)", "drift")):
-        if ctx[key]:
-            parts.append(f"<li>{title}: " + ", ".join(f"<code>{e(k)}</code> {v:g}" for k, v in sorted(
-                ctx[key].items())) + "</li>")
-    if ctx["default_drift"] is not None:
-        parts.append(f"<li>Default drift threshold: {ctx['default_drift']:g}</li>")
-    parts += ["</ul>", "<h2>Splits</h2><table><tr><th>Split</th><th>Examples</th></tr>"]
-    parts += [f'<tr><td>{e(s)}</td><td class="num">{n}</td></tr>' for s, n in ctx["splits"].items()]
-    parts += ["</table>", "<h2>Anomalies</h2>"]
-    if ctx["anomalies"]:
-        parts.append("<table><tr><th>Split</th><th>Feature</th><th>Kind</th><th>Anomaly</th><th>Description</th></tr>")
-        for a in ctx["anomalies"]:
-            parts.append(f"<tr><td>{e(a['split'])}</td><td>{e(a['feature'] or '(dataset)')}</td><td>{e(a['kind'])}</td>"
-                         f"<td>{e(a['short'])}</td><td>{e(a['description'])}</td></tr>")
-        parts.append("</table>")
-    else:
-        parts.append("<p>None.</p>")
-    parts.append("<h2>Features</h2><table><tr><th>Feature</th><th>Type</th>"
-                 + "".join(f"<th>{e(s)} missing</th><th>{e(s)} mean / unique</th>" for s in splits) + "</tr>")
-    for row in ctx["features"]:
-        cells = [f"<td>{e(row['feature'])}</td><td>{e(row['type'])}</td>"]
-        for s in splits:
-            cell = row["splits"].get(s, {"missing": None, "value": "-"})
-            cells.append(f'<td class="num">{_pct(cell["missing"])}</td><td class="num">{e(cell["value"])}</td>')
-        parts.append("<tr>" + "".join(cells) + "</tr>")
-    parts += ["</table>", "</body></html>"]
-    return "\n".join(parts) + "\n"
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # Entry point
 
 
@@ -443,11 +290,12 @@ def run(
     ctx = {
         "examples_dir": str(examples_dir), "schema_source": source, "schema_file": schema_file,
         "allowed": bool(allow_anomalies), "anomalies": anomalies, "splits": counts, "label": meta.get("label"),
-        "skew": skew, "drift": drift, "default_drift": default_drift, "features": _feature_rows(schema, stats),
+        "skew": skew, "drift": drift, "default_drift": default_drift, "features": report.feature_rows(schema, stats),
     }
+    ctx["distributions"] = report.distributions(stats, [row["feature"] for row in ctx["features"]])
     with artifacts.staged_output(report_dir) as out:
-        (out / REPORT_MD).write_text(_report_md(ctx), encoding="utf-8")
-        (out / REPORT_HTML).write_text(_report_html(ctx), encoding="utf-8")
+        (out / REPORT_MD).write_text(report.report_md(ctx), encoding="utf-8")
+        (out / REPORT_HTML).write_text(report.report_html(ctx), encoding="utf-8")
         artifacts.write_json(out / ANOMALIES_JSON, {
             "anomalies": [{k: a[k] for k in ("split", "feature", "kind", "type", "short", "description")}
                           for a in anomalies],
@@ -459,7 +307,7 @@ def run(
         if anomalies and not allow_anomalies:
             # KFP uploads no output of a failed step, so on a cluster the step's log (the KFP UI's Logs tab) is
             # where the report can still be read.
-            print(f"validate: the anomalies report ({REPORT_MD}):\n{_report_md(ctx)}", flush=True)
+            print(f"validate: the anomalies report ({REPORT_MD}):\n{report.report_md(ctx)}", flush=True)
             # Raising inside the staged block removes the staging folder and an empty placeholder, so no
             # valid-looking schema is left behind.
             raise ValidationFailed(_failure_line(examples_dir, anomalies, report_dir))
@@ -485,7 +333,7 @@ def _failure_line(examples_dir: str, anomalies: list[dict], report_dir: str) -> 
     more = f"; and {len(anomalies) - _MAX_IN_MESSAGE} more" if len(anomalies) > _MAX_IN_MESSAGE else ""
     noun = "anomaly" if len(anomalies) == 1 else "anomalies"
     return (f"validation of examples {examples_dir} found {len(anomalies)} {noun}: {'; '.join(shown)}{more} "
-            f"(report: {Path(report_dir) / REPORT_MD}; pass allow_anomalies to continue)")
+            f"(report: {Path(report_dir) / REPORT_MD}; pass {option_name('allow_anomalies')} to continue)")
 
 
 def _one_line(text: str) -> str:

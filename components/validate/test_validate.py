@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import json
 import random
+import re
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -121,6 +124,31 @@ def test_new_categorical_value_fails_and_leaves_no_schema(data, tmp_path, capsys
     assert "# Data validation report" in log and "Zed Cabs" in log
 
 
+def test_anomaly_error_names_the_option_as_the_caller_spells_it(data, tmp_path, monkeypatch):
+    from slipway.core.errors import INTERFACE_ENV
+
+    monkeypatch.setenv(INTERFACE_ENV, "cli")  # as `slipway run` starts its steps
+    with pytest.raises(ValidationFailed) as err:
+        executor.run(data["new_company"], **_outs(tmp_path / "cli"))
+    assert str(err.value).endswith("; pass --allow-anomalies to continue)")
+    monkeypatch.delenv(INTERFACE_ENV)  # a pipeline run on a cluster: the pipeline parameter's name
+    with pytest.raises(ValidationFailed) as err:
+        executor.run(data["new_company"], **_outs(tmp_path / "pipeline"))
+    assert str(err.value).endswith("; pass allow_anomalies to continue)")
+
+
+def test_user_schema_names_a_number_feature_that_arrived_as_text(data, tmp_path):
+    # Ingest keeps a column of mostly text as text; a curated schema that says FLOAT catches it before transform.
+    executor.run(data["clean"], **_outs(tmp_path / "first"))
+    rows = {split: [{**row, "fare": "n/a" if i % 2 else str(row["fare"])} for i, row in enumerate(_rows(n, seed))]
+            for split, n, seed in (("train", 60, 1), ("eval", 30, 2))}
+    texty = write_examples(tmp_path / "texty", rows, "label", ["0", "1"], {**COLUMNS, "fare": "string"})
+    with pytest.raises(ValidationFailed) as err:
+        executor.run(str(texty), **_outs(tmp_path / "second"),
+                     schema_file=str(tmp_path / "first" / "schema_dir" / "schema.pbtxt"))
+    assert "train/fare: Unexpected data type (Expected data of type: FLOAT but got STRING)" in str(err.value)
+
+
 def test_missing_required_feature_fails(data, tmp_path):
     with pytest.raises(ValidationFailed, match=r"eval/trips: Column dropped"):
         executor.run(data["dropped"], **_outs(tmp_path))
@@ -207,3 +235,59 @@ def test_bad_inputs(data, tmp_path):
         executor.run(str(corrupt), **_outs(tmp_path / "f"))
     # nothing was written for any of the failures
     assert not any((tmp_path / d).exists() for d in "abcdef")
+
+
+def _charts(page: str) -> dict[str, tuple[str, ET.Element]]:
+    """The report's distribution charts by feature: (the figure's class, the SVG parsed as XML: it is well-formed)."""
+    figures = re.findall(r'<figure class="([^"]*)" data-feature="([^"]+)">(<svg.*?</svg>)</figure>', page, re.S)
+    return {html.unescape(name): (cls, ET.fromstring(svg)) for cls, name, svg in figures}
+
+
+def _bar_titles(svg: ET.Element) -> list[str]:
+    return [bar.find("title").text for bar in svg.iter("rect") if "bar" in (bar.get("class") or "").split()]
+
+
+def test_report_draws_each_feature_per_split_without_remote_resources(data, tmp_path):
+    executor.run(data["new_company"], **_outs(tmp_path), allow_anomalies=True)
+    page = (tmp_path / "report_dir" / "report.html").read_text()
+
+    for remote in ("http://", "https://", "//cdn", "<script", "@import", "xlink", "src="):
+        assert remote not in page
+    drawn = _charts(page)
+    assert sorted(drawn) == sorted(COLUMNS)
+    # numeric: a bar per shared bin and split; each split's shares add up to all its values
+    fare = drawn["fare"][1]
+    groups = {g.get("data-series"): g.findall("rect") for g in fare.iter("g") if g.get("class") == "bars"}
+    assert list(groups) == ["train", "eval"] and [len(bars) for bars in groups.values()] == [10, 10]
+    for bars in groups.values():
+        shares = [float(bar.find("title").text.rsplit(" ", 1)[1].rstrip("%")) for bar in bars]
+        assert sum(shares) == pytest.approx(100, abs=0.6)
+    # categorical: a bar per value and split; the company only eval has is 10% of eval, none of train
+    figure_class, company = drawn["company"]
+    assert figure_class == "anomalous"
+    titles = _bar_titles(company)
+    assert "Zed Cabs (eval): 10.0%" in titles and "Zed Cabs (train): 0.0%" in titles
+    assert len(titles) == 2 * 4  # Acme, Blue, City, Zed Cabs
+    assert drawn["trips"][0] == ""
+
+
+def test_report_cuts_a_long_tail_into_an_overflow_bar(tmp_path):
+    def rows(n: int, seed: int) -> list[dict]:
+        rng = random.Random(seed)
+        # nine in ten fares under 20, a few up to 5000: equal bins over the whole range would show one bar
+        return [{"trips": rng.randint(0, 9), "fare": rng.uniform(0, 20) if i % 25 else rng.uniform(1000, 5000),
+                 "company": rng.choice(COMPANIES), "label": rng.randint(0, 1)} for i in range(n)]
+
+    examples = write_examples(tmp_path / "tail", {"train": rows(400, 1), "eval": rows(200, 2)}, "label", ["0", "1"],
+                              COLUMNS)
+    executor.run(str(examples), **_outs(tmp_path))
+
+    fare = _charts((tmp_path / "report_dir" / "report.html").read_text())["fare"][1]
+    titles = _bar_titles(fare)
+    overflow = [t for t in titles if ": > " in t]
+    assert [t.split(":")[0] for t in overflow] == ["train", "eval"]
+    cut = float(overflow[0].split("> ")[1].split()[0])
+    assert 15 < cut < 20  # the 90th percentile of the fares, not 5000
+    for t in overflow:  # what lies above it: the top tenth
+        assert float(t.rsplit(" ", 1)[1].rstrip("%")) == pytest.approx(10, abs=3)
+    assert len(titles) == 2 * 11

@@ -48,7 +48,8 @@ def test_failure_is_recorded_in_one_line_and_reraised(store_uri: str, capsys):
     assert record.state == "FAILED"
     assert record.error == "examples /x: split 'train' has no TFRecord files"
     assert record.outputs == []  # a failed step produced nothing
-    assert "slipway validate failed: examples /x" in capsys.readouterr().err
+    # a progress line (slipway.core.progress): the console shows it, a pod log keeps it
+    assert "[slipway] validate failed: examples /x" in capsys.readouterr().out
 
 
 SCRIPT = textwrap.dedent(
@@ -111,7 +112,7 @@ def test_a_failed_kfp_task_exits_with_who_should_act(tmp_path: Path, error: str,
     result = subprocess.run([sys.executable, "-c", FAILING_STEP, str(tmp_path / "out.json"), error], env=env,
                             capture_output=True, text=True)
     assert result.returncode == code, result.stderr
-    assert "slipway train failed: " in result.stderr
+    assert "[slipway] train failed:" in result.stdout
     assert ("Traceback" in result.stderr) is (code == 1)
 
 
@@ -132,8 +133,8 @@ def test_without_a_store_the_step_runs_and_says_so_once(monkeypatch, capsys):
     monkeypatch.delenv(lineage.ENV_STORE, raising=False)
     with Step("ingest") as step:
         step.output("examples", "Examples", "/tmp/examples")
-    err = capsys.readouterr().err
-    assert err.count("no lineage store") == 1 and "slipway ingest done" in err
+    captured = capsys.readouterr()
+    assert captured.err.count("no lineage store") == 1 and "[slipway] ingest done in " in captured.out
 
 
 def test_an_unreachable_store_fails_the_step_before_its_work(monkeypatch):
