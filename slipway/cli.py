@@ -192,9 +192,11 @@ def _run(args) -> int:
             raise SlipwayError(f"--tune {args.tune}: {exc}") from None
         # The spec travels as text (checked here first), so the run's parameters name no path of this machine.
         arguments.update(search_spec=json.dumps(spec), trial_hyperparameters=args.trial_hparams)
+    from slipway.console import native_stderr_silenced
     from slipway.core.modules import check_pipeline_module
 
-    check_pipeline_module(module)  # a missing build_keras_model named now, not after the steps before train
+    with native_stderr_silenced():
+        check_pipeline_module(module)  # a missing build_keras_model named now, not after the steps before train
     containers = None
     if args.runner == "podman":
         arguments, containers = _containers(arguments, workdir)

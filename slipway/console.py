@@ -133,6 +133,24 @@ def quiet_kfp(log_path: Path, enabled: bool) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for the duration: TensorFlow's C++ start-up lines (CUDA factories "E" lines on
+    a CPU machine) when this process imports a user's module to check it; the steps' logs keep them."""
+    import os
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def stop_descendants(grace_s: float = 5.0) -> list[int]:
     """SIGTERM every process below this one, SIGKILL what is left after grace_s; the pids that were running."""
     import psutil
