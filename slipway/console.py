@@ -71,13 +71,16 @@ class Console:
             self.say(f"  {name:<{self.width}} {text}")
 
     def run_step(self, command: list[str], name: str | None = None, env: dict | None = None,
-                 echo: IO[str] | None = None) -> int:
-        """Run one step's process to its end: its output into its log, progress onto the console; its exit code."""
+                 echo: IO[str] | None = None, where: str = "") -> int:
+        """Run one step's process to its end: its output into its log, progress onto the console; its exit code.
+        where: what the step runs in, shown on its first line (e.g. "(in IMAGE)")."""
         name = name or step_name(command)
         log_path = self.logs_dir / f"{name}.log"
         self.logs[name] = log_path
         self.current = name
-        self.step_line(name, "started")
+        self.step_line(name, f"started {where}".rstrip())
+        if self.verbose and where:
+            self.say(where)
         ended = False
         with open(log_path, "a", encoding="utf-8") as log, subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace",

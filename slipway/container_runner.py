@@ -110,11 +110,12 @@ class PodmanTaskHandler:
 
         name = f"slipway-step-{uuid.uuid4().hex[:10]}"
         command = podman_run_command(self.settings, self.image, self.full_command, name)
-        print(f"(in {self.image})", flush=True)
         try:
             if console.ACTIVE is not None:
-                code = console.ACTIVE.run_step(command, name=console.step_name(self.full_command), env=podman_env())
+                code = console.ACTIVE.run_step(command, name=console.step_name(self.full_command), env=podman_env(),
+                                               where=f"(in {self.image})")
             else:
+                print(f"(in {self.image})", flush=True)
                 process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                            env=podman_env())
                 for line in process.stdout:
