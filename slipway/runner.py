@@ -17,7 +17,7 @@ from typing import Any
 from slipway import console as console_module
 from slipway.console import Console
 from slipway.container_runner import ContainerSettings, podman_tasks
-from slipway.core import lineage
+from slipway.core import lineage, step_facts
 from slipway.core.artifacts import atomic_write_text
 
 STEP_ORDER = ("ingest", "validate", "transform", "tune", "train", "resolve_baseline", "evaluate", "deploy")
@@ -223,14 +223,6 @@ def _output_properties(record, name: str) -> dict:
         return {}
     for art in record.outputs:
         if art.name == name:
-            return {key: _decoded(value) for key, value in art.properties.items()}
+            return {key: step_facts.decoded(value) for key, value in art.properties.items()}
     return {}
 
-
-def _decoded(value):
-    if isinstance(value, str) and value[:1] in "{[":
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value

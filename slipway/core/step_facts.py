@@ -19,7 +19,7 @@ def describe(component: str, outputs: dict[str, dict[str, Any]], params: dict[st
     if describe_step is None:
         return ""
     try:
-        return describe_step({name: {k: _decoded(v) for k, v in meta.items()} for name, meta in outputs.items()},
+        return describe_step({name: {k: decoded(v) for k, v in meta.items()} for name, meta in outputs.items()},
                              params)
     except (KeyError, TypeError, ValueError, AttributeError):  # a fact is a courtesy: never fail a step over it
         return ""
@@ -97,7 +97,8 @@ def _number(value: Any) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
 
 
-def _decoded(value: Any) -> Any:
+def decoded(value: Any) -> Any:
+    """A metadata value as recorded: lineage stores lists and objects as JSON text."""
     if isinstance(value, str) and value[:1] in "{[":
         try:
             return json.loads(value)
