@@ -54,6 +54,16 @@ def serving_model(tmp_path_factory, transformed_inputs):
 
 
 @pytest.fixture(scope="session")
+def beam_job_endpoint(tmp_path_factory):
+    """Beam's Python job server on a loopback port for the whole session (transform and evaluate on Beam's
+    PortableRunner); yields its --job_endpoint."""
+    from slipway.core import testing
+
+    with testing.beam_job_server(tmp_path_factory.mktemp("beam_job_server")) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
 def loopback_s3_env():
     """One S3-compatible server (moto) on 127.0.0.1 for the whole session, with the bucket slipway-test; yields
     the environment S3 clients need. One per session: tensorflow-io's s3:// filesystem keeps the endpoint it met

@@ -14,6 +14,9 @@ from slipway.core.errors import SlipwayError
 
 NOT_BLESSED_EXIT = 3  # --require-blessed: the run succeeded but the model is not blessed (nothing deployed)
 INTERRUPTED_EXIT = {"SIGINT": 130, "SIGTERM": 143}  # 128 + the signal, as a shell reports it
+# Flags whose value is itself a string of --options: argparse would take `--runner=...` after a space for our own
+# --runner flag, so such a value is glued to its flag with "=" before parsing.
+OPTIONS_VALUED_FLAGS = ("--beam-pipeline-args",)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     from slipway.tensorboard import add_tensorboard_parser, tensorboard_command
 
     add_tensorboard_parser(commands)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_glued_option_values(sys.argv[1:] if argv is None else argv))
     try:
         commands_by_name = {"run": _run, "compile": _compile, "lineage": _lineage, "data": _data, "render": _render,
                             "serve": serve_command, "predict": predict_command, "images": images_command,
@@ -64,6 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # outside a run (a run reports its own interruption)
         print(f"interrupted ({exc.args[0] if exc.args else 'SIGINT'})", file=sys.stderr)
         return INTERRUPTED_EXIT.get(exc.args[0] if exc.args else "SIGINT", 130)
+
+
+def _glued_option_values(argv: list[str]) -> list[str]:
+    """argv with `--beam-pipeline-args VALUE` written as `--beam-pipeline-args=VALUE`."""
+    glued: list[str] = []
+    tokens = iter(argv)
+    for token in tokens:
+        value = next(tokens, None) if token in OPTIONS_VALUED_FLAGS else None
+        glued.append(token if value is None else f"{token}={value}")
+    return glued
 
 
 def _add_run(commands) -> None:
@@ -113,6 +126,10 @@ def _add_run(commands) -> None:
                      help="local: serve on 127.0.0.1 with KServe's model server and smoke-test it (default); "
                           "push: only push the version (default with --runner podman); kubernetes: a KServe "
                           "InferenceService (--deploy-cluster)")
+    run.add_argument("--beam-pipeline-args", default="", metavar="ARGS",
+                     help="Beam options for validate, transform and evaluate, one shell-quoted string, e.g. "
+                          "'--runner=PortableRunner --job_endpoint=localhost:8099 --environment_type=LOOPBACK' "
+                          "(default: Beam's DirectRunner, in process or one worker process per core by data size)")
     run.add_argument("--runner", choices=["subprocess", "podman"], default="subprocess",
                      help="subprocess: every step in this environment (default); podman: every step inside its "
                           "component's image, as on a cluster (images pinned in images/digests.json)")
@@ -147,6 +164,10 @@ def _run(args) -> int:
             json.loads(text)
         except json.JSONDecodeError as exc:
             raise SlipwayError(f"{flag}: not valid JSON ({exc.msg})") from None
+    from slipway.core import beam
+
+    # a malformed value is refused before any step runs
+    beam_pipeline_args = beam.parse_args(args.beam_pipeline_args, name="--beam-pipeline-args")
     workers = args.workers if args.workers is not None else (2 if images else 1)
     if workers < 1:
         raise SlipwayError(f"--workers {workers}: must be at least 1")
@@ -170,6 +191,7 @@ def _run(args) -> int:
         "checkpoint_dir": str(workdir / "checkpoints" / pipeline.name),
         "eval_settings": args.eval_settings,
         "baseline_model": _baseline(args.baseline),
+        "beam_pipeline_args": beam_pipeline_args,
         "lineage_store": lineage_uri,
         **_deploy_arguments(args, _sample_name(args, images) or model_name_for(data), workdir),
     }

@@ -53,6 +53,17 @@ def test_data_with_an_unsupported_scheme_is_named_as_given(inputs, capsys):
     assert not inputs["workdir"].exists()
 
 
+@pytest.mark.parametrize("given, error", [
+    (["--beam-pipeline-args", "--runner=DirectRunner --direct_running_mode=fast"],  # not our own --runner flag
+     "--beam-pipeline-args: --direct_running_mode=fast: expected one of in_memory, multi_threading, multi_processing"),
+    (["--beam-pipeline-args=--temp_location='gs://b"],
+     "--beam-pipeline-args: cannot split \"--temp_location='gs://b\" into arguments (No closing quotation)"),
+])
+def test_malformed_beam_pipeline_args_are_refused_before_the_run(inputs, capsys, given, error):
+    assert _refused(capsys, *_args(inputs), *given) == error
+    assert not inputs["workdir"].exists()
+
+
 @pytest.mark.parametrize("source, missing", [
     ("def preprocessing_fn(inputs):\n    return inputs\n", "build_keras_model"),
     ("def build_keras_model(*args):\n    pass\n", "preprocessing_fn"),

@@ -43,7 +43,7 @@ CLI_FLAGS = {
     "workers": "--workers", "eval_settings": "--eval-settings", "baseline_model": "--baseline",
     "lineage_store": "--lineage", "model_name": "--model-name", "model_base": "--model-base",
     "deploy_backend": "--deploy", "deploy_cluster": "--deploy-cluster", "keep_serving": "--keep-serving",
-    "serving_port": "--port",
+    "serving_port": "--port", "beam_pipeline_args": "--beam-pipeline-args",
 }
 
 

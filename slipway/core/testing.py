@@ -170,6 +170,35 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
+def beam_job_server(folder: str | os.PathLike, timeout_s: float = 120.0):
+    """Beam's own Python job server (the Job API over gRPC; it runs a job with Beam's portable runner) in a process
+    of its own on a loopback port; yields the endpoint for --job_endpoint. Its output goes to folder/job_server.log."""
+    import subprocess
+    import time
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    port_file = folder / "job_server.port"
+    with open(folder / "job_server.log", "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.portability.local_job_service_main",
+                                    "--port=0", f"--port_file={port_file}"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not port_file.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Beam's job server did not start (see {folder / 'job_server.log'})")
+            time.sleep(0.1)
+        yield f"localhost:{port_file.read_text().strip()}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextlib.contextmanager
 def loopback_s3(bucket: str = "slipway-test"):
     """A real S3-compatible server (moto) on 127.0.0.1 with one bucket; yields the environment clients need."""
     import boto3
