@@ -19,6 +19,7 @@ def validate(
     skew_thresholds: str = "{}",
     drift_thresholds: str = "{}",
     default_drift_threshold: float = -1.0,
+    beam_pipeline_args: list = [],  # noqa: B006  (kfp writes the default into the spec; nothing mutates it)
     lineage_store: str = "",
 ):
     """TFDV statistics per split, a schema (inferred, or schema_file), anomalies, train/eval skew and drift.
@@ -34,6 +35,9 @@ def validate(
             categorical features, Jensen-Shannon divergence for numeric ones).
         drift_thresholds: JSON object {feature: threshold} for drift, the same distances.
         default_drift_threshold: Drift threshold for features not listed; below 0 means no drift check for them.
+        beam_pipeline_args: Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",
+            "--flink_master=host:8081"]); empty runs Beam's DirectRunner in this step's pod, in process or one
+            worker process per core as the row count makes faster.
         lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
             sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
             recorded (said once).
@@ -58,6 +62,7 @@ def validate(
         "skew_thresholds": skew_thresholds,
         "drift_thresholds": drift_thresholds,
         "default_drift_threshold": default_drift_threshold,
+        "beam_pipeline_args": beam_pipeline_args,
     }
     with Step("validate", params, lineage_store=lineage_store) as step:
         step.input("examples", "Examples", examples)
@@ -74,6 +79,7 @@ def validate(
                 skew_thresholds=json.loads(skew_thresholds or "{}"),
                 drift_thresholds=json.loads(drift_thresholds or "{}"),
                 default_drift_threshold=None if default_drift_threshold < 0 else default_drift_threshold,
+                beam_pipeline_args=beam_pipeline_args,
             )
         finally:
             # The report is worth reading even when validation fails the step.

@@ -8,11 +8,12 @@ to a temporary sibling and renamed when complete. When anomalies are found and n
 the report are still written (they are facts the user needs to read), the schema is not, and ValidationFailed is
 raised with one line listing the anomalies.
 
-Statistics are computed in process without Beam: the TFRecords are read in batches, decoded to Arrow with
-tfx_bsl's example decoder and fed to TFDV's in-memory generators (the same generators the Beam path runs; the
-output agrees with `tfdv.generate_statistics_from_tfrecord` up to float rounding) - several times faster than
-Beam's DirectRunner on small and medium data, with memory bounded by one batch plus the generators'
-accumulators.
+Statistics are computed in process without Beam by default (the fast path): the TFRecords are read in batches,
+decoded to Arrow with tfx_bsl's example decoder and fed to TFDV's in-memory generators - several times faster than
+Beam's DirectRunner at every size we measured, with memory bounded by one batch plus the generators' accumulators,
+which are sketches of fixed size (see _stats_options). With `beam_pipeline_args` the statistics come from TFDV's
+Beam transform (GenerateStatistics) on the runner they name, with the same StatsOptions, so both paths give the
+same statistics up to float rounding.
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
 from slipway.components.validate import report
-from slipway.core import artifacts
+from slipway.core import artifacts, progress
+from slipway.core import beam as beam_options
 from slipway.core.errors import SlipwayError, ValidationFailed, option_name
 
 TRAIN = "train"
@@ -36,6 +40,7 @@ REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 ANOMALIES_JSON = "anomalies.json"
 BATCH_SIZE = 4096
+_UNREADABLE_SHARD = ("while decompressing data", "Not a valid TFRecord")
 _MAX_IN_MESSAGE = 6  # anomalies spelled out in the ValidationFailed line; the rest are counted
 
 
@@ -96,6 +101,88 @@ def _load_user_schema(schema_file: str):
 # Statistics
 
 
+def _stats_options(user_schema):
+    """The StatsOptions of both paths. With a user schema the statistics follow it (e.g. an int feature marked
+    categorical gets top values), as TFX's StatisticsGen does.
+
+    Top values and unique counts come from the sketch-based generator (Misra-Gries for the top values, KMV for the
+    unique count; fixed size per feature, exact while a feature has fewer distinct values than the sketches hold).
+    TFDV's in-memory path always uses it; on Beam the default would be the exact generator, which shuffles every
+    distinct value of every string feature, so memory and shuffle grow with the distinct values (ids, free text).
+    Setting it keeps Beam bounded too and gives both paths the same generators."""
+    import tensorflow_data_validation as tfdv
+
+    return tfdv.StatsOptions(schema=user_schema, use_sketch_based_topk_uniques=True)
+
+
+def _statistics(examples_dir: str, splits: list[str], options, beam_args: list[str],
+                rows: int | None) -> tuple[dict, dict]:
+    """Each split's statistics, and how they were computed (for the metadata): in process unless beam_args ask
+    for Beam."""
+    if not beam_args:
+        progress.say(f"validate statistics of {', '.join(splits)} in process (fast path)")
+        stats = {split: _split_statistics(examples_dir, split, options) for split in splits}
+        return stats, {"statistics_path": "in_process", "beam": None}
+    choice = beam_options.choose("validate", beam_args, rows)
+    progress.say(f"validate statistics of {', '.join(splits)} on {choice.describe()}")
+    stats = _beam_statistics(examples_dir, splits, options, choice.args)
+    return stats, {"statistics_path": "beam", "beam": choice.facts()}
+
+
+def _beam_statistics(examples_dir: str, splits: list[str], options, beam_args: list[str]) -> dict:
+    """Every split's statistics from TFDV's GenerateStatistics in one Beam pipeline."""
+    import apache_beam as beam
+    import tensorflow_data_validation as tfdv
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from tfx_bsl.public import tfxio
+
+    files = {split: artifacts.split_files(examples_dir, split) for split in splits}  # a split without shards fails here
+    # The pipeline writes each split's statistics as one file; read back here, since the outputs are written only
+    # once the anomalies are known.
+    scratch = Path(tempfile.mkdtemp(prefix="slipway-validate-"))
+    try:
+        with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
+            for split in splits:
+                source = tfxio.TFExampleRecord(file_pattern=files[split], telemetry_descriptors=["slipway", "validate"])
+                _ = (pipeline
+                     | f"Read[{split}]" >> source.BeamSource()
+                     | f"Statistics[{split}]" >> tfdv.GenerateStatistics(options)
+                     | f"Write[{split}]" >> tfdv.WriteStatisticsToBinaryFile(str(scratch / split)))
+        return {split: _settled(tfdv.load_stats_binary(str(scratch / split)), split) for split in splits}
+    except Exception as e:  # a runner reports a worker's error as its own type, with the worker's text
+        reason = _unreadable_shard(str(e))
+        if reason is None:
+            raise
+        raise SlipwayError(f"examples {examples_dir}: a shard of {', '.join(splits)} cannot be read ({reason})") \
+            from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _unreadable_shard(error: str) -> str | None:
+    """The line of a Beam error that says a shard is not gzip or not TFRecord (zlib's and Beam's tfrecordio's
+    words), or None for any other error."""
+    for line in error.splitlines():
+        if any(words in line for words in _UNREADABLE_SHARD):
+            return _one_line(line)
+    return None
+
+
+def _settled(stats, split: str):
+    """The statistics with one dataset named after the split (an empty split may come back with none) and its
+    features in path order: worker processes merge them in the order they finish, and the inferred schema (and so
+    schema.pbtxt) lists features in the statistics' order."""
+    if not stats.datasets:
+        stats.datasets.add()
+    dataset = stats.datasets[0]
+    dataset.name = split
+    features = sorted(dataset.features, key=lambda f: tuple(f.path.step) or (f.name,))
+    features = [f.__class__.FromString(f.SerializeToString()) for f in features]  # copies: the originals go next
+    del dataset.features[:]
+    dataset.features.extend(features)
+    return stats
+
+
 def _split_statistics(examples_dir: str, split: str, stats_options):
     """One split's DatasetFeatureStatisticsList, computed in process in batches (no Beam)."""
     import tensorflow as tf
@@ -117,11 +204,7 @@ def _split_statistics(examples_dir: str, split: str, stats_options):
     except RuntimeError as e:  # tfx_bsl's decoder: a record that is not a tf.Example
         raise SlipwayError(f"examples {examples_dir}: split '{split}' has a record that is not a tf.Example "
                            f"({_one_line(str(e))})") from None
-    stats = stats_impl.extract_statistics_output(accumulators, generators)
-    if not stats.datasets:
-        stats.datasets.add()
-    stats.datasets[0].name = split
-    return stats
+    return _settled(stats_impl.extract_statistics_output(accumulators, generators), split)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -243,12 +326,19 @@ def run(
     skew_thresholds: dict | None = None,
     drift_thresholds: dict | None = None,
     default_drift_threshold: float | None = None,
+    beam_pipeline_args: Sequence[str] | str | None = None,
 ) -> dict:
-    """Compute statistics, settle the schema, find anomalies/skew/drift, write the outputs; see the README."""
+    """Compute statistics, settle the schema, find anomalies/skew/drift, write the outputs; see the README.
+
+    beam_pipeline_args: Beam options as TFX takes them (a list, a JSON list or one shell-quoted string); empty
+    computes the statistics in process (the fast path), anything else on Beam with these options
+    (slipway.core.beam).
+    """
     skew = _parse_thresholds("skew_thresholds", skew_thresholds)
     drift = _parse_thresholds("drift_thresholds", drift_thresholds)
     default_drift = None if default_drift_threshold is None else _threshold("default_drift_threshold",
                                                                             default_drift_threshold)
+    beam_args = beam_options.parse_args(beam_pipeline_args)
 
     if not Path(examples_dir).is_dir():
         raise SlipwayError(f"examples {examples_dir}: not found")
@@ -264,10 +354,8 @@ def run(
     import tensorflow_data_validation as tfdv
 
     user_schema = _load_user_schema(schema_file) if schema_file else None
-    # With a user schema the statistics follow it (e.g. an int feature marked categorical gets top values), as
-    # TFX's StatisticsGen does.
-    options = tfdv.StatsOptions(schema=user_schema) if user_schema is not None else tfdv.StatsOptions()
-    stats = {split: _split_statistics(examples_dir, split, options) for split in splits}
+    rows = sum(int(count) for count in (meta.get("splits") or {}).values()) or None
+    stats, how = _statistics(examples_dir, splits, _stats_options(user_schema), beam_args, rows)
     counts = {split: int(stats[split].datasets[0].num_examples) for split in splits}
     if counts[TRAIN] == 0:
         raise SlipwayError(f"examples {examples_dir}: split '{TRAIN}' has no examples")
@@ -320,6 +408,7 @@ def run(
         "anomaly_count": len(anomalies),
         "schema_source": source,
         "blessed": blessed,
+        **how,
     }
 
 

@@ -66,15 +66,17 @@ def _load_schema(path):
     return tfdv.load_schema_text(path)
 
 
-def test_clean_data_passes_and_writes_tfx_layout(data, tmp_path):
+def test_clean_data_passes_and_writes_tfx_layout(data, tmp_path, capsys):
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     outs = _outs(tmp_path)
-    result = executor.run(data["clean"], **outs)
+    result = executor.run(data["clean"], **outs, beam_pipeline_args=[])  # the KFP parameter's default: no Beam
 
     assert result == {"splits": {"train": 200, "eval": 100}, "num_features": 4, "anomalies": [],
-                      "anomaly_count": 0, "schema_source": "inferred", "blessed": True}
+                      "anomaly_count": 0, "schema_source": "inferred", "blessed": True,
+                      "statistics_path": "in_process", "beam": None}
+    assert "[slipway] validate statistics of train, eval in process (fast path)" in capsys.readouterr().out
     for split, n in (("train", 200), ("eval", 100)):
         stats = tfdv.load_stats_binary(str(tmp_path / "statistics_dir" / f"Split-{split}" / "FeatureStats.pb"))
         dataset = stats.datasets[0]
