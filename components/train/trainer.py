@@ -24,6 +24,7 @@ from slipway.core import progress, storage
 from slipway.core.artifacts import examples_meta, read_json, split_files, write_json
 from slipway.core.errors import SlipwayError
 from slipway.core.tasks import CLASSIFICATION, REGRESSION, task_of
+from slipway.core.tensorflow_setup import leave_keras_unconverted
 
 TRAIN_SPLIT = "train"
 EVAL_SPLIT = "eval"
@@ -158,6 +159,7 @@ def train(
     import tensorflow as tf
     import tensorflow_transform as tft
 
+    leave_keras_unconverted()
     if size > 1:  # ranks on one machine share its cores instead of each spawning a thread per core
         tf.config.threading.set_intra_op_parallelism_threads(max(1, (os.cpu_count() or 1) // hvd.local_size()))
         tf.config.threading.set_inter_op_parallelism_threads(2)
