@@ -4,10 +4,10 @@ for evaluate's change thresholds resolved inside the pipeline (resolve_baseline)
 Gates live inside components (validate fails on anomalies, evaluate writes a blessing, deploy serves only a
 blessed model), so the pipelines have no dsl.If and run unchanged under kfp.local and on a Kubeflow cluster.
 The pipelines below are the same steps (compose); they differ in the data they expect and their defaults. Their
-cluster settings are parameters (backend, cluster, object_store_secret, lineage_store, deploy_backend,
-deploy_cluster); the pods' Kubernetes options are compile-time KubernetesOptions (pipelines/settings.py):
-build(options) makes the three pipelines for other options, `slipway compile --kubernetes-options FILE`
-compiles them.
+cluster settings are parameters (backend, cluster, beam_pipeline_args, object_store_secret, lineage_store,
+deploy_backend, deploy_cluster); the pods' Kubernetes options are compile-time KubernetesOptions
+(pipelines/settings.py): build(options) makes the three pipelines for other options, `slipway compile
+--kubernetes-options FILE` compiles them.
 """
 
 from kfp import dsl
@@ -47,10 +47,12 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
                                image_size=p.image_size, task=p.task, lineage_store=store))
     validate_task = pod(ValidateOp(
         examples=ingest_task.outputs["examples"], schema_file=p.schema_file, allow_anomalies=p.allow_anomalies,
-        skew_thresholds=p.skew_thresholds, drift_thresholds=p.drift_thresholds, lineage_store=store,
+        skew_thresholds=p.skew_thresholds, drift_thresholds=p.drift_thresholds,
+        beam_pipeline_args=p.beam_pipeline_args, lineage_store=store,
     ))
     transform_task = pod(TransformOp(examples=ingest_task.outputs["examples"], schema=validate_task.outputs["schema"],
-                                     module_file=p.module_file, lineage_store=store))
+                                     module_file=p.module_file, beam_pipeline_args=p.beam_pipeline_args,
+                                     lineage_store=store))
     hyperparameters = p.hyperparameters
     if p.search_spec is not None:
         tune_task = pod(TuneOp(
@@ -75,7 +77,8 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
     baseline_task.after(train_task)  # resolved as late as possible: a run that finished meanwhile counts
     evaluate_task = pod(EvaluateOp(
         model=train_task.outputs["model"], examples=ingest_task.outputs["examples"], module_file=p.module_file,
-        settings=p.eval_settings, baseline_model=baseline_task.outputs["baseline_model"], lineage_store=store,
+        settings=p.eval_settings, baseline_model=baseline_task.outputs["baseline_model"],
+        beam_pipeline_args=p.beam_pipeline_args, lineage_store=store,
     ))
     pod(DeployOp(
         model=train_task.outputs["model"], blessing=evaluate_task.outputs["blessing"],
@@ -114,6 +117,7 @@ def build(options: KubernetesOptions | None = None) -> dict:
         serving_port: int = 0,
         backend: str = "local",
         cluster: str = "{}",
+        beam_pipeline_args: list = [],  # noqa: B006  (kfp writes the default into the spec; nothing mutates it)
         object_store_secret: str = OBJECT_STORE_SECRET,
         lineage_store: str = "",
         deploy_backend: str = "local",
@@ -150,6 +154,7 @@ def build(options: KubernetesOptions | None = None) -> dict:
         serving_port: int = 0,
         backend: str = "local",
         cluster: str = "{}",
+        beam_pipeline_args: list = [],  # noqa: B006  (kfp writes the default into the spec; nothing mutates it)
         object_store_secret: str = OBJECT_STORE_SECRET,
         lineage_store: str = "",
         deploy_backend: str = "local",
@@ -183,6 +188,7 @@ def build(options: KubernetesOptions | None = None) -> dict:
         serving_port: int = 0,
         backend: str = "local",
         cluster: str = "{}",
+        beam_pipeline_args: list = [],  # noqa: B006  (kfp writes the default into the spec; nothing mutates it)
         object_store_secret: str = OBJECT_STORE_SECRET,
         lineage_store: str = "",
         deploy_backend: str = "local",

@@ -18,8 +18,9 @@ from slipway.pipelines.training import build
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml")
-CLUSTER_PARAMETERS = ("backend", "cluster", "object_store_secret", "lineage_store", "deploy_backend",
-                      "deploy_cluster")
+CLUSTER_PARAMETERS = ("backend", "cluster", "beam_pipeline_args", "object_store_secret", "lineage_store",
+                      "deploy_backend", "deploy_cluster")
+BEAM_STEPS = ("validate", "transform", "evaluate")
 OPTIONS = {
     "pvc": "slipway-data", "mount_path": "/mnt/shared", "trainer_gpus": 2,
     "trainer_node_selector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
@@ -51,6 +52,10 @@ def test_every_pipeline_takes_the_cluster_settings_as_run_parameters(name: str):
     for task in tasks:  # every step records lineage to the store the run names
         assert task_inputs(spec, task)["lineage_store"] == {"componentInputParameter": "lineage_store"}, task
     assert task_inputs(spec, "deploy")["backend"] == {"componentInputParameter": "deploy_backend"}
+    beam = parameters["beam_pipeline_args"]
+    assert (beam["parameterType"], beam["defaultValue"]) == ("LIST", [])
+    for task in BEAM_STEPS:  # one list of Beam options for every Beam step
+        assert task_inputs(spec, task)["beam_pipeline_args"] == {"componentInputParameter": "beam_pipeline_args"}
 
 
 @pytest.mark.parametrize("name", PIPELINES)

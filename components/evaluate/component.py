@@ -19,6 +19,7 @@ def evaluate(
     settings: str = "",
     baseline_model: str = "",
     split: str = "eval",
+    beam_pipeline_args: list = [],  # noqa: B006  (kfp writes the default into the spec; nothing mutates it)
     lineage_store: str = "",
 ):
     """TFMA on the eval split with slices, value thresholds and change thresholds against a baseline model.
@@ -33,6 +34,9 @@ def evaluate(
             the module's eval_settings().
         baseline_model: SavedModel path/URI to compare against (resolve_baseline's answer); empty: none.
         split: The split to evaluate.
+        beam_pipeline_args: Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",
+            "--flink_master=host:8081"]); empty runs Beam's DirectRunner in this step's pod, in process or one
+            worker process per core as the row count makes faster.
         lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
             sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
             recorded (said once).
@@ -55,7 +59,8 @@ def evaluate(
     from slipway.core.modules import load_module, optional_dict
     from slipway.core.step import Step
 
-    params = {"settings": settings, "baseline_model": baseline_model, "split": split, "module_file": module_file}
+    params = {"settings": settings, "baseline_model": baseline_model, "split": split, "module_file": module_file,
+              "beam_pipeline_args": beam_pipeline_args}
     with Step("evaluate", params, lineage_store=lineage_store) as step:
         step.input("model", "Model", model)
         step.input("examples", "Examples", examples)
@@ -72,7 +77,8 @@ def evaluate(
         else:
             eval_settings = {}
         result = executor.run(
-            model.path, examples.path, evaluation.path, blessing.path, eval_settings, baseline_model, split
+            model.path, examples.path, evaluation.path, blessing.path, eval_settings, baseline_model, split,
+            beam_pipeline_args=beam_pipeline_args,
         )
         for name, value in result["metrics"].items():
             if isinstance(value, int | float):
@@ -88,6 +94,7 @@ def evaluate(
         with open(metrics.path, "w", encoding="utf-8") as handle:
             json.dump(result["metrics"], handle, indent=2, sort_keys=True)
         summary = {"blessed": result["blessed"], "message": result["message"], "metrics": result["metrics"],
+                   "beam": result["beam"],
                    # The report artifact's name has no extension (KFP picks it): this copy opens in a browser.
                    "report_html": f"{evaluation.uri}/report.html"}
         step.output("evaluation", "ModelEvaluation", evaluation, summary)

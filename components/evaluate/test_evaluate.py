@@ -88,11 +88,13 @@ def _blessing(blessing_dir: Path) -> dict:
     return json.loads((blessing_dir / "blessing.json").read_text())
 
 
+GOOD_RUN_SETTINGS = {"slices": [["color"]], "thresholds": {"binary_accuracy": {"lower_bound": 0.8},
+                                                            "auc": {"lower_bound": 0.8}}}
+
+
 @pytest.fixture(scope="module")
 def good_run(world):
-    thresholds = {"binary_accuracy": {"lower_bound": 0.8}, "auc": {"lower_bound": 0.8}}
-    settings = {"slices": [["color"]], "thresholds": thresholds}
-    return _evaluate(world, "good", "good", settings=settings)
+    return _evaluate(world, "good", "good", settings=GOOD_RUN_SETTINGS)
 
 
 def test_good_binary_model_is_blessed(good_run, world):
@@ -340,3 +342,31 @@ def test_report_without_classification_data_draws_what_it_has():
     named = _figures(report.report_html("eval", "m", "", per_slice, [], decision, metric="mean_absolute_error"))
     assert named["by-slice"].find("title").text == "mean_absolute_error by slice"
     assert _figures(report.report_html("eval", "m", "", {"Overall": per_slice["Overall"]}, [], decision)) == {}
+
+
+# -- other Beam runners: the same evaluation as the in-process `good_run` --------------------------------------
+
+MULTI_PROCESS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+def _evaluated_on(world, good_run, name: str, beam_pipeline_args: list[str]) -> dict:
+    in_process = good_run[0]
+    out = world["root"] / name
+    result = run(world["good"], world["ex2"], str(out / "evaluation"), str(out / "blessing"), GOOD_RUN_SETTINGS,
+                 beam_pipeline_args=beam_pipeline_args)
+    assert in_process["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory"}
+    assert result["metrics"] == pytest.approx(in_process["metrics"], rel=1e-6)
+    for key in ("blessed", "message", "slices", "confusion_matrix"):
+        assert result[key] == in_process[key], key
+    return result
+
+
+def test_the_multi_process_direct_runner_evaluates_as_in_process(world, good_run):
+    result = _evaluated_on(world, good_run, "multi_process", MULTI_PROCESS)
+    assert result["beam"] == {"runner": "DirectRunner", "workers": 2, "mode": "multi_processing"}
+
+
+def test_the_portable_runner_on_a_job_server_evaluates_as_in_process(world, good_run, beam_job_endpoint):
+    portable = ["--runner=PortableRunner", f"--job_endpoint={beam_job_endpoint}", "--environment_type=LOOPBACK"]
+    result = _evaluated_on(world, good_run, "portable", portable)
+    assert result["beam"] == {"runner": "PortableRunner", "workers": None, "mode": ""}

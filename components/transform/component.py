@@ -13,6 +13,7 @@ def transform(
     module_file: str,
     transform_graph: Output[Artifact],
     transformed_examples: Output[Dataset],
+    beam_pipeline_args: list = [],  # noqa: B006  (kfp writes the default into the spec; nothing mutates it)
     lineage_store: str = "",
 ):
     """TFT on Beam: analyse the train split with the module's preprocessing_fn and apply it to every split.
@@ -21,6 +22,9 @@ def transform(
         examples: ingest's examples.
         schema: validate's schema (raw feature types for parsing).
         module_file: Path of the Python module file defining preprocessing_fn(inputs).
+        beam_pipeline_args: Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",
+            "--flink_master=host:8081"]); empty runs Beam's DirectRunner in this step's pod, in process or one
+            worker process per core as the row count makes faster.
         lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
             sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
             recorded (said once).
@@ -32,10 +36,13 @@ def transform(
     from slipway.components.transform import executor
     from slipway.core.step import Step
 
-    with Step("transform", {"module_file": module_file}, lineage_store=lineage_store) as step:
+    params = {"module_file": module_file, "beam_pipeline_args": beam_pipeline_args}
+    with Step("transform", params, lineage_store=lineage_store) as step:
         step.input("examples", "Examples", examples)
         step.input("schema", "Schema", schema)
         step.input_file("module_file", "ModuleFile", module_file)
-        meta = executor.run(examples.path, schema.path, module_file, transform_graph.path, transformed_examples.path)
-        step.output("transform_graph", "TransformGraph", transform_graph, {"raw_features": meta.get("raw_features")})
+        meta = executor.run(examples.path, schema.path, module_file, transform_graph.path, transformed_examples.path,
+                            beam_pipeline_args=beam_pipeline_args)
+        step.output("transform_graph", "TransformGraph", transform_graph,
+                    {"raw_features": meta.get("raw_features"), "beam": meta.get("beam")})
         step.output("transformed_examples", "Examples", transformed_examples, meta)

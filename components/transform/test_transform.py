@@ -7,7 +7,7 @@ import pytest
 import slipway  # noqa: F401
 from slipway.components.transform.executor import run
 from slipway.core import testing as testdata
-from slipway.core.artifacts import examples_meta, split_files
+from slipway.core.artifacts import examples_meta, split_files, split_names
 from slipway.core.errors import SlipwayError
 
 
@@ -159,3 +159,56 @@ def test_a_type_error_in_preprocessing_fn_names_the_module_line_and_feature(tran
     assert "int64" in message and "\n" not in message
     assert message.endswith("; the last feature it read: 'n' (int64)")
     _assert_nothing_left(root)
+
+
+# -- other Beam runners: the same transformed features as the in-process run of the `transformed` fixture ------
+
+MULTI_PROCESS = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+def _decoded(examples_dir) -> dict[str, list]:
+    """Each split's records as sorted (feature, values) tuples, floats to 5 decimals: worker processes write their
+    bundles in the order they finish, and combine partial sums in another order (the last bits of a mean)."""
+    import tensorflow as tf
+
+    splits = {}
+    for split in split_names(examples_dir):
+        records = tf.data.TFRecordDataset(split_files(examples_dir, split), compression_type="GZIP")
+        splits[split] = sorted(_record(tf.train.Example.FromString(raw.numpy())) for raw in records)
+    return splits
+
+
+def _record(example) -> tuple:
+    values = {}
+    for name, feature in example.features.feature.items():
+        kind = feature.WhichOneof("kind")
+        listed = list(getattr(feature, kind).value) if kind else []
+        values[name] = tuple(round(v, 5) for v in listed) if kind == "float_list" else tuple(listed)
+    return tuple(sorted(values.items()))
+
+
+def _transformed_on(transformed, name: str, beam_pipeline_args: list[str]) -> dict:
+    """Run the fixture's transform again on other Beam options; its result, with both runs' outputs decoded."""
+    import tensorflow_transform as tft
+
+    root, inputs, in_process = transformed
+    result = run(str(inputs["examples"]), str(inputs["schema"]), str(inputs["module"]), str(root / f"graph_{name}"),
+                 str(root / f"transformed_{name}"), beam_pipeline_args=beam_pipeline_args)
+    assert in_process["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory"}
+    assert result["splits"] == in_process["splits"]
+    assert _decoded(root / f"transformed_{name}") == _decoded(root / "transformed")
+    vocabularies = [tft.TFTransformOutput(str(root / graph)).vocabulary_by_name("cat")
+                    for graph in (f"graph_{name}", "graph")]
+    assert vocabularies[0] == vocabularies[1]
+    return result
+
+
+def test_the_multi_process_direct_runner_transforms_as_in_process(transformed):
+    result = _transformed_on(transformed, "multi_process", MULTI_PROCESS)
+    assert result["beam"] == {"runner": "DirectRunner", "workers": 2, "mode": "multi_processing"}
+
+
+def test_the_portable_runner_on_a_job_server_transforms_as_in_process(transformed, beam_job_endpoint):
+    portable = ["--runner=PortableRunner", f"--job_endpoint={beam_job_endpoint}", "--environment_type=LOOPBACK"]
+    result = _transformed_on(transformed, "portable", portable)
+    assert result["beam"] == {"runner": "PortableRunner", "workers": None, "mode": ""}
