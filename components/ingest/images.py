@@ -2,7 +2,8 @@
 
 Both become the same tf.Example features: `image` (raw uint8 pixels, row-major H x W x C), `height`, `width`,
 `channels` (int64) and the label (int64 class id) under the name the caller chose. Nothing here splits or
-writes: the readers return serialized examples plus the value each example's split hash is taken of.
+writes: the readers yield each serialized example with the value its split hash is taken of, one image at a time
+(one batch file at a time for CIFAR-10), so decoded images are never all held at once.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import io
 import pickle
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,10 +32,8 @@ CIFAR_SIDE = 32
 
 @dataclass
 class ImageData:
-    """What an image reader produced: examples, their split-hash keys, and metadata for examples_meta.json."""
+    """What an image reader found, for examples_meta.json: complete once its examples are exhausted."""
 
-    serialized: list[bytes] = field(default_factory=list)
-    hash_keys: list = field(default_factory=list)
     classes: list[str] = field(default_factory=list)
     shape: tuple[int, int, int] = (0, 0, 0)
     rows_read: int = 0
@@ -135,7 +135,9 @@ def decode_image(raw: bytes):
     return image, ""
 
 
-def read_image_folder(data: str, label: str, image_size: str) -> ImageData:
+def image_folder_examples(data: str, label: str, image_size: str, out: ImageData) -> Iterator[tuple[bytes, str]]:
+    """(serialized example, its path relative to `data`) per usable image, by class then path; `out` gathers the
+    counts, the shape and the sources. The errors that need every file come when the images are exhausted."""
     from PIL import Image, ImageOps
 
     root = Path(data)
@@ -146,7 +148,7 @@ def read_image_folder(data: str, label: str, image_size: str) -> ImageData:
         raise SlipwayError(
             f"data {data}: image folders need one sub-folder per class and at least 2 classes (found {found})"
         )
-    out = ImageData(classes=[f.name for f in folders])
+    out.classes = [f.name for f in folders]
     files_per_class = []
     for folder in folders:
         files = sorted(p for p in folder.rglob("*") if p.is_file() and _visible(p, root))
@@ -179,10 +181,9 @@ def read_image_folder(data: str, label: str, image_size: str) -> ImageData:
             if (image.height, image.width) != target:
                 image = image.resize((target[1], target[0]), Image.BILINEAR)
                 out.resized += 1
-            out.serialized.append(image_example(image.tobytes(), target[0], target[1], channels, label, class_id))
-            out.hash_keys.append(relative)
             out.per_class[class_id] += 1
-    if not out.serialized:
+            yield image_example(image.tobytes(), target[0], target[1], channels, label, class_id), relative
+    if not sum(out.per_class.values()):
         raise SlipwayError(f"data {data}: no usable image among {out.rows_read} files (skipped: {_counts(out)})")
     missing = [out.classes[i] for i in range(len(out.classes)) if not out.per_class[i]]
     if missing:
@@ -192,7 +193,6 @@ def read_image_folder(data: str, label: str, image_size: str) -> ImageData:
     out.shape = (target[0], target[1], channels)
     out.sources = [{"path": str(root), "sha256": sha256_tree(root), "files": out.rows_read,
                     "bytes": sum(p.stat().st_size for p in root.rglob("*") if p.is_file())}]
-    return out
 
 
 def _counts(out: ImageData) -> str:
@@ -245,7 +245,9 @@ def _label_names(root: Path) -> list[str] | None:
     return [n.decode("utf-8") if isinstance(n, bytes) else str(n) for n in names]
 
 
-def read_cifar10(data: str, label: str, image_size: str) -> ImageData:
+def cifar10_examples(data: str, label: str, image_size: str, out: ImageData) -> Iterator[tuple[bytes, bytes]]:
+    """(serialized example, its original 32x32 pixels) per image of every batch file, one file loaded at a time;
+    `out` gathers the counts and the sources."""
     import numpy as np
     from PIL import Image
 
@@ -257,7 +259,7 @@ def read_cifar10(data: str, label: str, image_size: str) -> ImageData:
     names = _label_names(folder)
     classes = names or [str(i) for i in range(10)]
     target = parse_image_size(image_size) or (CIFAR_SIDE, CIFAR_SIDE)
-    out = ImageData(classes=classes, shape=(target[0], target[1], 3))
+    out.classes, out.shape = classes, (target[0], target[1], 3)
     pixel_size = 3 * CIFAR_SIDE * CIFAR_SIDE
     for path in files:
         batch = _load_pickle(path)
@@ -281,19 +283,18 @@ def read_cifar10(data: str, label: str, image_size: str) -> ImageData:
             bad = int(labels.min() if labels.min() < 0 else labels.max())
             raise SlipwayError(f"cifar10 file {path}: label {bad} outside 0..{len(classes) - 1}")
         hwc = np.ascontiguousarray(pixels.reshape(-1, 3, CIFAR_SIDE, CIFAR_SIDE).transpose(0, 2, 3, 1))
+        del batch, pixels  # one batch file's arrays at a time: hwc is the copy that is read
+        out.rows_read += len(hwc)
         for image, class_id in zip(hwc, labels.tolist(), strict=True):
-            raw = image.tobytes()
-            out.hash_keys.append(raw)  # the split follows the original 32x32 pixels
+            original = raw = image.tobytes()  # the split follows the original 32x32 pixels
             if target != (CIFAR_SIDE, CIFAR_SIDE):
                 raw = Image.fromarray(image, "RGB").resize((target[1], target[0]), Image.BILINEAR).tobytes()
                 out.resized += 1
-            out.serialized.append(image_example(raw, target[0], target[1], 3, label, class_id))
             out.per_class[class_id] += 1
-        out.rows_read += len(pixels)
+            yield image_example(raw, target[0], target[1], 3, label, class_id), original
         out.sources.append({"path": str(path), "sha256": sha256_file(path), "bytes": path.stat().st_size})
     if names is not None:
         meta = folder / CIFAR_META
         out.sources.append({"path": str(meta), "sha256": sha256_file(meta), "bytes": meta.stat().st_size})
-    if not out.serialized:
+    if not out.rows_read:
         raise SlipwayError(f"data {data}: the CIFAR-10 batches hold no images")
-    return out
