@@ -1,11 +1,13 @@
 """Beam pipeline options for the data steps (validate, transform, evaluate): one machine's cores by default, any
 runner Beam supports through `beam_pipeline_args` (a list, as TFX components take it).
 
-Default (no `--runner`, or `--runner=DirectRunner` without worker settings): small data runs in process on one
-worker (starting worker processes costs more than it saves: each imports TensorFlow and the TFX libraries), larger
-data runs on Beam's multi-process DirectRunner with one worker per usable core. The row count where that flips is
-per step (IN_PROCESS_MAX_ROWS, measured with bench/bench_growth.py). Anything the user sets wins: their runner
-(whose arguments go to Beam untouched), `--direct_num_workers`, `--direct_running_mode`.
+Default (no `--runner`, or `--runner=DirectRunner` without worker settings): in process on one worker, unless a
+step's data is above the row count where Beam's multi-process DirectRunner (one worker per usable core) was
+measured faster (IN_PROCESS_MAX_ROWS, from bench/bench_growth.py). On the 2-core machine it never was: worker
+processes each import TensorFlow and the TFX libraries and every record crosses a process boundary (taxi x10:
+transform 40 s in process vs 71 s on 2 workers, evaluate 55 s vs 97 s, with 2.6x the memory), so no step is listed
+and every size runs in process. Anything the user sets wins: their runner (whose arguments go to Beam untouched),
+`--direct_num_workers`, `--direct_running_mode`.
 
 Plain Python, no Beam import here: the steps build PipelineOptions from `BeamChoice.args`.
 """
@@ -28,9 +30,10 @@ DIRECT_RUNNERS = {"directrunner", "direct", "bundlebaseddirectrunner", "switchin
                   "testdirectrunner"}
 RUNNING_MODES = ("in_memory", "multi_threading", "multi_processing")
 DIRECT_FLAGS = ("runner", "direct_num_workers", "direct_running_mode")
-# Up to this many rows a step runs Beam in process on one worker; above it, one worker process per core.
-# Measured with bench/bench_growth.py (taxi data, 2 cores); 0: never start worker processes by default.
-IN_PROCESS_MAX_ROWS = {"transform": 100_000, "evaluate": 50_000, "validate": 0}
+# Up to this many rows a step runs Beam in process on one worker; above it, one worker process per core. A step
+# not listed (or 0) runs in process at any size: on 2 cores worker processes were slower at 1x, 10x and 50x the
+# taxi data for transform and evaluate (bench/RESULTS.md); validate does not use Beam by default.
+IN_PROCESS_MAX_ROWS: dict[str, int] = {}
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
@@ -199,7 +202,7 @@ def choose(step: str, beam_pipeline_args: Sequence[str] | str | None, rows: int 
     if cores == 1:
         reason = "one usable core"
     elif not limit:
-        reason = "in process is fastest for this step"
+        reason = "faster than worker processes at every size measured"
     else:
         reason = f"{rows or 0:,} rows <= {limit:,}: worker processes would cost more than they save"
     return BeamChoice(_with_defaults(args, runner, 1, "in_memory"), runner, 1, "in_memory", reason)

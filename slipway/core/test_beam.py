@@ -48,8 +48,15 @@ def test_under_the_cli_errors_name_the_flag(monkeypatch):
         beam.choose("evaluate", "--direct_num_workers=x", 10)
 
 
-def test_small_data_runs_in_process_and_large_data_on_every_core():
-    limit = beam.IN_PROCESS_MAX_ROWS["transform"]
+def test_every_size_runs_in_process_by_default_as_measured():
+    choice = beam.choose("transform", [], 10**9, cores=16)
+    assert (choice.workers, choice.mode) == (1, "in_memory")
+    assert choice.reason == "faster than worker processes at every size measured"
+
+
+def test_above_a_steps_row_limit_every_core_gets_a_worker_process(monkeypatch):
+    limit = 100_000
+    monkeypatch.setitem(beam.IN_PROCESS_MAX_ROWS, "transform", limit)
     small = beam.choose("transform", [], limit, cores=2)
     assert (small.args, small.workers, small.mode) == (
         ["--runner=DirectRunner", "--direct_num_workers=1", "--direct_running_mode=in_memory"], 1, "in_memory")
