@@ -40,7 +40,15 @@ def pytest_unconfigure(config):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    """Keep the exit status for pytest_unconfigure; remove the session's TMPDIR (about 0.5 GB after a full run)
+    when every test passed, else keep it for a look and say where it is."""
+    import shutil
+
     session.config._slipway_exitstatus = int(exitstatus)
+    if exitstatus == 0:
+        shutil.rmtree(_scratch, ignore_errors=True)
+    else:
+        print(f"\ntest files kept in {_scratch}")
 
 
 @pytest.fixture(scope="session")
