@@ -86,9 +86,10 @@ def built(tmp_path_factory) -> Built:
     subprocess.run(["bash", str(ROOT / "images" / "registry.sh"), "stop", str(port), str(folder / "reg")])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def empty_store(tmp_path_factory) -> dict:
-    """The environment of a second image store that starts empty, as a fresh cluster node's."""
+    """The environment of a second image store that starts empty, as a fresh cluster node's. Module-scoped: it
+    holds an unpacked runtime image (several GB), removed as soon as this module's tests are done."""
     folder = tmp_path_factory.mktemp("store")
     conf = folder / "storage.conf"
     conf.write_text(f'[storage]\ndriver = "overlay"\ngraphroot = "{folder / "graph"}"\nrunroot = "{folder / "run"}"\n')
@@ -98,7 +99,7 @@ def empty_store(tmp_path_factory) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def pulled_runtime(built, empty_store) -> str:
     assert podman("images", "--quiet", env=empty_store).stdout.strip() == ""
     ref = built.ref("runtime")
@@ -186,7 +187,7 @@ def _certificate_files(root: Path):
                 yield path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def in_image_run(built, pulled_runtime, empty_store, tmp_path_factory) -> tuple[Path, dict, str]:
     """`slipway run --runner podman` on the taxi demo with a tune step (so every component runs): every step in
     the runtime image pulled by digest into an empty store, tuning trials as processes inside the tune step's."""
