@@ -386,8 +386,13 @@ def _metric_threshold(spec: dict | None, has_baseline: bool):
 
 def _run_tfma(eval_config, model_dir, baseline_model_dir, files, output_dir: Path, data_dir: Path,
               beam_args: list[str]) -> None:
+    """TFMA's own extract-evaluate-write transform over our own read, rather than run_model_analysis, whose read
+    batches records adaptively by timing: TFMA's metric sums then differ in the last bits between two runs on the
+    same data (beam_options.RECORD_BATCH_SIZE)."""
+    import apache_beam as beam
     import tensorflow_model_analysis as tfma
     from apache_beam.options.pipeline_options import PipelineOptions
+    from tfx_bsl.public import tfxio
 
     leave_keras_unconverted()
     if baseline_model_dir:
@@ -398,19 +403,18 @@ def _run_tfma(eval_config, model_dir, baseline_model_dir, files, output_dir: Pat
     else:
         # TFX semantics: without a baseline the candidate is "rubber stamped" (change thresholds not checked).
         shared = tfma.default_eval_shared_model(model_dir, eval_config=eval_config, rubber_stamp=True)
-    options = PipelineOptions(beam_args)
     # One glob over the split's gzip shards (compression is detected from the .gz suffix).
     pattern = str(data_dir / f"*{Path(files[0]).suffix}")
     output_dir.mkdir(parents=True, exist_ok=True)
+    source = tfxio.TFExampleRecord(file_pattern=pattern, raw_record_column_name=tfma.ARROW_INPUT_COLUMN,
+                                   telemetry_descriptors=["slipway", "evaluate"])
     try:
-        tfma.run_model_analysis(
-            eval_shared_model=shared,
-            eval_config=eval_config,
-            data_location=pattern,
-            file_format="tfrecords",
-            output_path=str(output_dir),
-            pipeline_options=options,
-        )
+        with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
+            _ = (pipeline
+                 | "Read" >> source.BeamSource(beam_options.RECORD_BATCH_SIZE)
+                 | "ExtractEvaluateAndWriteResults" >> tfma.ExtractEvaluateAndWriteResults(
+                     eval_config=eval_config, eval_shared_model=shared, output_path=str(output_dir),
+                     display_only_data_location=pattern, display_only_file_format="tfrecords"))
     except Exception as exc:  # TFMA/Beam wrap model errors in long traces: give one line that names the input
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SlipwayError(f"model {model_dir}: TFMA evaluation on {pattern} failed: {first[:500]}") from exc

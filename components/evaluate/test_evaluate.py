@@ -354,7 +354,7 @@ def _evaluated_on(world, good_run, name: str, beam_pipeline_args: list[str]) -> 
     out = world["root"] / name
     result = run(world["good"], world["ex2"], str(out / "evaluation"), str(out / "blessing"), GOOD_RUN_SETTINGS,
                  beam_pipeline_args=beam_pipeline_args)
-    assert in_process["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory"}
+    assert in_process["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory", "batch_size": 1000}
     assert result["metrics"] == pytest.approx(in_process["metrics"], rel=1e-6)
     for key in ("blessed", "message", "slices", "confusion_matrix"):
         assert result[key] == in_process[key], key
@@ -363,10 +363,10 @@ def _evaluated_on(world, good_run, name: str, beam_pipeline_args: list[str]) -> 
 
 def test_the_multi_process_direct_runner_evaluates_as_in_process(world, good_run):
     result = _evaluated_on(world, good_run, "multi_process", MULTI_PROCESS)
-    assert result["beam"] == {"runner": "DirectRunner", "workers": 2, "mode": "multi_processing"}
+    assert result["beam"] == {"runner": "DirectRunner", "workers": 2, "mode": "multi_processing", "batch_size": 1000}
 
 
 def test_the_portable_runner_on_a_job_server_evaluates_as_in_process(world, good_run, beam_job_endpoint):
     portable = ["--runner=PortableRunner", f"--job_endpoint={beam_job_endpoint}", "--environment_type=LOOPBACK"]
     result = _evaluated_on(world, good_run, "portable", portable)
-    assert result["beam"] == {"runner": "PortableRunner", "workers": None, "mode": ""}
+    assert result["beam"] == {"runner": "PortableRunner", "workers": None, "mode": "", "batch_size": 1000}

@@ -126,7 +126,7 @@ def _statistics(examples_dir: str, splits: list[str], options, beam_args: list[s
     choice = beam_options.choose("validate", beam_args, rows)
     progress.say(f"validate statistics of {', '.join(splits)} on {choice.describe()}")
     stats = _beam_statistics(examples_dir, splits, options, choice.args)
-    return stats, {"statistics_path": "beam", "beam": choice.facts()}
+    return stats, {"statistics_path": "beam", "beam": choice.facts(BATCH_SIZE)}
 
 
 def _beam_statistics(examples_dir: str, splits: list[str], options, beam_args: list[str]) -> dict:
@@ -145,7 +145,7 @@ def _beam_statistics(examples_dir: str, splits: list[str], options, beam_args: l
             for split in splits:
                 source = tfxio.TFExampleRecord(file_pattern=files[split], telemetry_descriptors=["slipway", "validate"])
                 _ = (pipeline
-                     | f"Read[{split}]" >> source.BeamSource()
+                     | f"Read[{split}]" >> source.BeamSource(BATCH_SIZE)  # the fast path's batches
                      | f"Statistics[{split}]" >> tfdv.GenerateStatistics(options)
                      | f"Write[{split}]" >> tfdv.WriteStatisticsToBinaryFile(str(scratch / split)))
         return {split: _settled(tfdv.load_stats_binary(str(scratch / split)), split) for split in splits}

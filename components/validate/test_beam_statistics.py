@@ -105,7 +105,7 @@ def test_beam_statistics_agree_with_the_fast_path(examples, fast, tmp_path, caps
     result = _validate(examples, tmp_path, ["--runner=DirectRunner"])
 
     assert result["meta"]["statistics_path"] == "beam"
-    assert result["meta"]["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory"}
+    assert result["meta"]["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory", "batch_size": 4096}
     assert "validate statistics of train, eval on Beam DirectRunner in process, 1 worker" in capsys.readouterr().out
     _same_as_fast(result, fast)
 
@@ -113,7 +113,7 @@ def test_beam_statistics_agree_with_the_fast_path(examples, fast, tmp_path, caps
 def test_portable_runner_statistics_agree_with_the_fast_path(examples, fast, tmp_path, beam_job_endpoint):
     portable = ["--runner=PortableRunner", f"--job_endpoint={beam_job_endpoint}", "--environment_type=LOOPBACK"]
     result = _validate(examples, tmp_path, portable)
-    assert result["meta"]["beam"] == {"runner": "PortableRunner", "workers": None, "mode": ""}
+    assert result["meta"]["beam"] == {"runner": "PortableRunner", "workers": None, "mode": "", "batch_size": 4096}
     _same_as_fast(result, fast)
 
 

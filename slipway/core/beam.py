@@ -35,6 +35,12 @@ DIRECT_FLAGS = ("runner", "direct_num_workers", "direct_running_mode")
 # taxi data for transform and evaluate (bench/RESULTS.md); validate does not use Beam by default.
 IN_PROCESS_MAX_ROWS: dict[str, int] = {}
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# Records per Arrow batch read by the Beam steps. Fixed, not left to tfx_bsl's default (Beam's adaptive
+# BatchElements, which sizes batches by how long the last ones took): order-dependent analyzers (TFT's quantiles
+# sketch, the floating sums behind means and variances, TFMA's metric sums) see the batch boundaries, so timed
+# batches gave two runs on the same data different transform graphs once a split spans many batches (issue 13:
+# taxi x10, 150k rows). 1,000 is tfx_bsl's own cap on the adaptive size.
+RECORD_BATCH_SIZE = 1000
 
 
 @dataclass(frozen=True)
@@ -51,9 +57,16 @@ class BeamChoice:
     def is_direct(self) -> bool:
         return _runner_key(self.runner) in DIRECT_RUNNERS
 
-    def facts(self) -> dict:
-        """What the step records in its output's metadata (the lineage keeps how the data was processed)."""
-        return {"runner": self.runner, "workers": self.workers, "mode": self.mode}
+    def facts(self, batch_size: int = RECORD_BATCH_SIZE) -> dict:
+        """What the step records in its output's metadata (the lineage keeps how the data was processed: with the
+        batch size and the worker count, what order-dependent analyzers saw)."""
+        return {"runner": self.runner, "workers": self.workers, "mode": self.mode, "batch_size": batch_size}
+
+    def analysis_args(self) -> list[str]:
+        """The arguments for a pass whose result must not depend on the order workers finish in (TFT's analysis):
+        in process on one worker for the DirectRunner, where the machine's cores gain little (bench/RESULTS.md);
+        other runners' own arguments (their merge order is theirs: see components/transform/README.md)."""
+        return _with_defaults(self.args, self.runner, 1, "in_memory") if self.is_direct else self.args
 
     def describe(self) -> str:
         if not self.is_direct:

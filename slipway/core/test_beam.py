@@ -64,7 +64,8 @@ def test_above_a_steps_row_limit_every_core_gets_a_worker_process(monkeypatch):
     assert large.args == ["--runner=DirectRunner", *MULTI]
     assert large.describe() == (f"Beam DirectRunner multi-processing, 2 workers ({limit + 1:,} rows > {limit:,}: one "
                                 "worker process per core)")
-    assert large.facts() == {"runner": "DirectRunner", "workers": 2, "mode": "multi_processing"}
+    assert large.facts() == {"runner": "DirectRunner", "workers": 2, "mode": "multi_processing",
+                             "batch_size": beam.RECORD_BATCH_SIZE}
     assert beam.choose("transform", [], None, cores=2).mode == "in_memory"  # unknown size: small
 
 
