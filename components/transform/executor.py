@@ -7,14 +7,16 @@ Inputs: an Examples folder (ingest layout), a schema folder (schema.pbtxt) and a
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import inspect
 import os
 import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
@@ -24,13 +26,16 @@ from slipway.core.artifacts import (
     EXAMPLES_META,
     SCHEMA_FILE,
     examples_meta,
+    sha256_file,
+    shard_name,
     split_dir,
+    split_files,
     split_names,
-    split_pattern,
     staged_output,
     write_json,
 )
 from slipway.core.errors import SlipwayError
+from slipway.core.locks import exclusive_lock
 from slipway.core.modules import load_module
 from slipway.core.tasks import task_of
 
@@ -205,8 +210,13 @@ def run(
     beam_choice = beam_options.choose("transform", beam_pipeline_args, rows)
 
     with staged_output(transform_graph_dir) as graph_out, staged_output(transformed_examples_dir) as data_out:
-        progress.say(f"transform analyzing train and transforming {', '.join(splits)} on {beam_choice.describe()}")
-        _run_beam(preprocessing_fn, schema, examples_dir, splits, str(graph_out), data_out, beam_choice.args)
+        analysis_args = beam_choice.analysis_args()
+        analysis = "analyzing train in process, transforming" if analysis_args != beam_choice.args else \
+            "analyzing train and transforming"
+        progress.say(f"transform {analysis} {', '.join(splits)} on {beam_choice.describe()}")
+        with analysis_folder(examples_dir, schema, module_file) as temp_root:
+            _analyze(preprocessing_fn, schema, examples_dir, str(graph_out), temp_root, analysis_args)
+            _transform_splits(schema, examples_dir, splits, str(graph_out), data_out, temp_root, beam_choice.args)
 
         import tensorflow_transform as tft
 
@@ -278,66 +288,127 @@ def _spec_kind(spec) -> str:
     return "float"
 
 
-def _run_beam(preprocessing_fn, schema, examples_dir: str, splits: list[str], graph_out: str, data_out: Path,
-              beam_args: list[str]) -> None:
+def _source(files: list[str], schema):
+    from tfx_bsl.public import tfxio
+
+    # Shards named in order, not globbed: the order records reach the analyzers is the shard order.
+    return tfxio.TFExampleRecord(file_pattern=files, schema=schema, telemetry_descriptors=["slipway", "transform"])
+
+
+def _analyze(preprocessing_fn, schema, examples_dir: str, graph_out: str, temp_root: Path,
+             beam_args: list[str]) -> None:
+    """Fit preprocessing_fn on the train split; write the transform graph to graph_out.
+
+    A pipeline of its own, so that on this machine it runs in process however many workers the transform of
+    the records gets: with worker processes, the worker that wrote the graph had traced other functions before
+    (which ones depends on the order bundles finished), and TensorFlow numbers traced names process-wide."""
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
     from apache_beam.options.pipeline_options import PipelineOptions
     from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
-    from tfx_bsl.public import tfxio
 
-    options = PipelineOptions(beam_args)
-    temp_root = tempfile.mkdtemp(prefix="slipway-transform-")
-    try:
-        with beam.Pipeline(options=options) as pipeline, tft_beam.Context(temp_dir=temp_root):
-            sources = {
-                split: tfxio.TFExampleRecord(
-                    file_pattern=split_pattern(examples_dir, split),
-                    schema=schema,
-                    telemetry_descriptors=["slipway", "transform"],
-                )
-                for split in splits
-            }
-            raw = {split: pipeline | f"Read[{split}]" >> source.BeamSource() for split, source in sources.items()}
-            adapter_config = sources[TRAIN_SPLIT].TensorAdapterConfig()
-            # The train split is read a second time for the analysis: one PCollection feeding both the analysis
-            # and the transform (which waits for the analysis) is held whole by the runner in between, so peak
-            # memory grew with the data (taxi x50 in process on 2 cores: 1,300 MiB read once, 906 MiB read
-            # twice, for 157 s -> 222 s).
-            analyzed = pipeline | "ReadForAnalysis[train]" >> sources[TRAIN_SPLIT].BeamSource()
-            transform_fn = (analyzed, adapter_config) | "Analyze" >> tft_beam.AnalyzeDataset(preprocessing_fn)
-            _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph_out)
+    train = _source(split_files(examples_dir, TRAIN_SPLIT), schema)
+    with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline, \
+            tft_beam.Context(temp_dir=str(temp_root)):
+        analyzed = pipeline | "Read[train]" >> train.BeamSource(beam_options.RECORD_BATCH_SIZE)
+        transform_fn = (analyzed, train.TensorAdapterConfig()) | "Analyze" >> tft_beam.AnalyzeDataset(
+            preprocessing_fn)
+        _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph_out)
+    metadata_io.write_metadata(dataset_metadata.DatasetMetadata(schema), os.path.join(graph_out, "metadata"))
 
-            for split in splits:
-                transformed, transformed_metadata = (
-                    (raw[split], adapter_config),
-                    transform_fn,
-                ) | f"Transform[{split}]" >> tft_beam.TransformDataset(output_record_batches=True)
-                out_dir = split_dir(data_out, split)
-                out_dir.mkdir(parents=True, exist_ok=True)
-                _ = (
-                    transformed
-                    | f"Encode[{split}]" >> beam.FlatMap(_encode_record_batch)
-                    | f"Write[{split}]"
-                    >> beam.io.WriteToTFRecord(
-                        str(out_dir / SHARD_PREFIX),
-                        file_name_suffix=".gz",
-                        # 0: each bundle written as it comes. One fixed shard would group every record of the
-                        # split in the runner's memory first (taxi x10 in process: 1,126 -> 877 MiB peak). In
-                        # process a split is one bundle, so one file; worker processes write one per bundle.
-                        num_shards=0,
-                        shard_name_template="-SSSSS-of-NNNNN",
-                        compression_type=beam.io.filesystem.CompressionTypes.GZIP,
-                    )
-                )
-        metadata_io.write_metadata(dataset_metadata.DatasetMetadata(schema), os.path.join(graph_out, "metadata"))
-    finally:
-        shutil.rmtree(temp_root, ignore_errors=True)
+
+def _transform_splits(schema, examples_dir: str, splits: list[str], graph_out: str, data_out: Path,
+                      temp_root: Path, beam_args: list[str]) -> None:
+    """Apply the written transform graph to every split, shard by shard."""
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    adapter_config = _source(split_files(examples_dir, TRAIN_SPLIT), schema).TensorAdapterConfig()
+    with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline, \
+            tft_beam.Context(temp_dir=str(temp_root)):
+        transform_fn = pipeline | "ReadTransformFn" >> tft_beam.ReadTransformFn(graph_out)
+        for split in splits:
+            out_dir = split_dir(data_out, split)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for index, shard in enumerate(split_files(examples_dir, split)):
+                _transform_shard(pipeline, _source([shard], schema), adapter_config, transform_fn,
+                                 f"{split}][{index}", out_dir / f"{SHARD_PREFIX}-{index:05d}")
+    for split in splits:
+        _name_shards(split_dir(data_out, split))
+
+
+def _analysis_root() -> Path:
+    """/tmp where it can be written, whatever TMPDIR says (`slipway run` gives each run a TMPDIR of its own, which
+    would put the run into the graph again); else the temporary folder Python picks."""
+    fixed = Path("/tmp")
+    return fixed if fixed.is_dir() and os.access(fixed, os.W_OK | os.X_OK) else Path(tempfile.gettempdir())
+
+
+def _transform_shard(pipeline, source, adapter_config, transform_fn, label: str, prefix: Path) -> None:
+    """One input shard, transformed and written on its own: a gzip shard is read whole by one worker, so its
+    records keep their order and land in files named after it, whichever worker ran it and whenever it finished
+    (all shards of a split through one write had the runner name the files in the order bundles finished)."""
+    import apache_beam as beam
+    import tensorflow_transform.beam as tft_beam
+
+    raw = pipeline | f"Read[{label}]" >> source.BeamSource(beam_options.RECORD_BATCH_SIZE)
+    transformed, _ = ((raw, adapter_config), transform_fn) | f"Transform[{label}]" >> tft_beam.TransformDataset(
+        output_record_batches=True)
+    _ = (
+        transformed
+        | f"Encode[{label}]" >> beam.FlatMap(_encode_record_batch)
+        | f"Write[{label}]" >> beam.io.WriteToTFRecord(
+            str(prefix),
+            file_name_suffix=".gz",
+            # 0: each bundle written as it comes (one per shard on the DirectRunner). One fixed shard would group
+            # the records in the runner's memory first (taxi x10 in process: 1,126 -> 877 MiB peak).
+            num_shards=0,
+            shard_name_template="-SSSSS-of-NNNNN",
+            compression_type=beam.io.filesystem.CompressionTypes.GZIP,
+        )
+    )
+
+
+def _name_shards(folder: Path) -> None:
+    """data_tfrecord-<input shard>-<bundle>-of-<bundles>.gz -> data_tfrecord-<i>-of-<n>.gz, in input order."""
+    written = sorted(folder.glob(f"{SHARD_PREFIX}-*.gz"))
+    for index, path in enumerate(written):
+        path.rename(folder / shard_name(index, len(written)))
+
+
+@contextlib.contextmanager
+def analysis_folder(examples_dir: str, schema, module_file: str) -> Iterator[Path]:
+    """TFT's temporary folder, named by what the analysis reads (the train split's shards, the examples' facts,
+    the schema, the module file) rather than at random: TFT writes its path into the transform graph (in the
+    shared_name of each vocabulary's lookup table), so a random name alone made two runs' graphs differ. Two
+    graphs get the same name only from the same inputs, so tables that would be shared by it (two models loaded in
+    one process, as evaluate does with a baseline) hold the same vocabulary. A lock keeps two identical
+    transforms on one machine from using the folder at once."""
+    digest = hashlib.sha256()
+    for path in split_files(examples_dir, TRAIN_SPLIT):
+        digest.update(sha256_file(path).encode())
+    digest.update((Path(examples_dir) / EXAMPLES_META).read_bytes())
+    digest.update(schema.SerializeToString(deterministic=True))
+    digest.update(Path(module_file).read_bytes())
+    folder = _analysis_root() / f"slipway-transform-{digest.hexdigest()[:16]}"
+    with exclusive_lock(folder.with_suffix(".lock")):
+        shutil.rmtree(folder, ignore_errors=True)  # left by a run that was killed
+        folder.mkdir(mode=0o700)
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _encode_record_batch(batch_and_passthrough):
-    """Serialize one Arrow record batch of transformed features to tf.Example bytes."""
+    """Serialize one Arrow record batch of transformed features to tf.Example bytes, features in name order:
+    tfx_bsl's encoder writes each example's feature map in a random order (protobuf's map iteration), so the same
+    examples came out as different bytes in every run. Re-serializing costs about 1.6 us per 5-feature example."""
+    from tensorflow.core.example import example_pb2
     from tfx_bsl.coders import example_coder
 
     record_batch, _ = batch_and_passthrough
-    return example_coder.RecordBatchToExamples(record_batch)
+    parse = example_pb2.Example.FromString
+    return [parse(example).SerializeToString(deterministic=True)
+            for example in example_coder.RecordBatchToExamples(record_batch)]

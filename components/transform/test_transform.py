@@ -194,7 +194,7 @@ def _transformed_on(transformed, name: str, beam_pipeline_args: list[str]) -> di
     root, inputs, in_process = transformed
     result = run(str(inputs["examples"]), str(inputs["schema"]), str(inputs["module"]), str(root / f"graph_{name}"),
                  str(root / f"transformed_{name}"), beam_pipeline_args=beam_pipeline_args)
-    assert in_process["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory"}
+    assert in_process["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory", "batch_size": 1000}
     assert result["splits"] == in_process["splits"]
     assert _decoded(root / f"transformed_{name}") == _decoded(root / "transformed")
     vocabularies = [tft.TFTransformOutput(str(root / graph)).vocabulary_by_name("cat")
@@ -205,10 +205,61 @@ def _transformed_on(transformed, name: str, beam_pipeline_args: list[str]) -> di
 
 def test_the_multi_process_direct_runner_transforms_as_in_process(transformed):
     result = _transformed_on(transformed, "multi_process", MULTI_PROCESS)
-    assert result["beam"] == {"runner": "DirectRunner", "workers": 2, "mode": "multi_processing"}
+    assert result["beam"] == {"runner": "DirectRunner", "workers": 2, "mode": "multi_processing", "batch_size": 1000}
 
 
 def test_the_portable_runner_on_a_job_server_transforms_as_in_process(transformed, beam_job_endpoint):
     portable = ["--runner=PortableRunner", f"--job_endpoint={beam_job_endpoint}", "--environment_type=LOOPBACK"]
     result = _transformed_on(transformed, "portable", portable)
-    assert result["beam"] == {"runner": "PortableRunner", "workers": None, "mode": ""}
+    assert result["beam"] == {"runner": "PortableRunner", "workers": None, "mode": "", "batch_size": 1000}
+
+
+# Every analyzer kind whose result could depend on the order records arrive in: a mean and variance (floating
+# sums), quantile boundaries (a sketch that compacts), a vocabulary (ties broken by order), min and max.
+ORDER_SENSITIVE_MODULE = textwrap.dedent(
+    """
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    def preprocessing_fn(inputs):
+        x = tft.sparse_tensor_to_dense_with_shape(inputs["x"], [None, 1], default_value=0.0)[:, 0]
+        return {"x_xf": tft.scale_to_z_score(x), "x_bucket": tft.bucketize(x, 10, elementwise=False),
+                "n_xf": tft.scale_to_0_1(tf.cast(inputs["n"], tf.float32)),
+                "cat_xf": tft.compute_and_apply_vocabulary(inputs["cat"]), "label": inputs["label"]}
+    """
+)
+
+
+def _transform_in_a_fresh_process(inputs: dict, module, out, beam_pipeline_args: list[str]) -> dict[str, str]:
+    """One transform run as a pipeline step runs it (its own process); sha256 of every file it wrote, by name."""
+    import json
+    import subprocess
+    import sys
+
+    from slipway.core.artifacts import sha256_file
+
+    code = ("import json, sys\nfrom slipway.components.transform.executor import run\na = json.loads(sys.argv[1])\n"
+            "run(*a[:5], beam_pipeline_args=a[5])")
+    args = [str(inputs["examples"]), str(inputs["schema"]), str(module), str(out / "graph"), str(out / "data"),
+            beam_pipeline_args]
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {str(p.relative_to(out)): sha256_file(p) for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_two_runs_write_byte_identical_graphs_and_examples_in_process_and_on_two_workers(tmp_path):
+    """Before the fix every run differed: tfx_bsl wrote each example's features in a random order, TFT put its
+    random temporary folder into the graph, adaptive batches moved the analyzers' sums (taxi x10), and worker
+    processes named output shards in the order they finished."""
+    inputs = testdata.make_inputs(tmp_path / "inputs", train=3000, eval_=750, shards=3)
+    module = tmp_path / "order_sensitive.py"
+    module.write_text(ORDER_SENSITIVE_MODULE, encoding="utf-8")
+    first = _transform_in_a_fresh_process(inputs, module, tmp_path / "first", [])
+    second = _transform_in_a_fresh_process(inputs, module, tmp_path / "second", [])
+    on_workers = _transform_in_a_fresh_process(inputs, module, tmp_path / "workers", MULTI_PROCESS)
+    assert "graph/transform_fn/saved_model.pb" in first
+    assert [name for name in first if name.startswith("data/Split-train/")] == [
+        f"data/Split-train/data_tfrecord-0000{i}-of-00003.gz" for i in range(3)]  # one per input shard, in order
+    assert second == first
+    assert on_workers == first

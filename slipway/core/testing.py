@@ -35,8 +35,10 @@ def write_examples(
     label: str,
     label_classes: Sequence[str],
     columns: Mapping[str, str],
+    shards: int = 1,
 ) -> Path:
-    """Write rows as gzip TFRecord shards per split plus examples_meta.json, like ingest does."""
+    """Write rows as gzip TFRecord shards per split (`shards` each, consecutive rows) plus examples_meta.json,
+    like ingest does."""
     import tensorflow as tf
 
     root = Path(root)
@@ -44,9 +46,11 @@ def write_examples(
         folder = split_dir(root, split)
         folder.mkdir(parents=True, exist_ok=True)
         options = tf.io.TFRecordOptions(compression_type="GZIP")
-        with tf.io.TFRecordWriter(str(folder / shard_name(0, 1)), options) as writer:
-            for row in rows:
-                writer.write(example_from_row(row).SerializeToString())
+        per_shard = -(-len(rows) // shards)
+        for index in range(shards):
+            with tf.io.TFRecordWriter(str(folder / shard_name(index, shards)), options) as writer:
+                for row in rows[index * per_shard:(index + 1) * per_shard]:
+                    writer.write(example_from_row(row).SerializeToString())
     write_json(
         root / EXAMPLES_META,
         {
@@ -145,8 +149,8 @@ def write_schema(schema_dir: Path) -> Path:
     return schema_dir
 
 
-def make_inputs(root: Path, num_classes: int = 2, train: int = 300, eval_: int = 100) -> dict:
-    """Examples, schema and module file under root; returns their paths."""
+def make_inputs(root: Path, num_classes: int = 2, train: int = 300, eval_: int = 100, shards: int = 1) -> dict:
+    """Examples (`shards` per split), schema and module file under root; returns their paths."""
     classes = [f"class{i}" for i in range(num_classes)]
     examples = write_examples(
         root / "examples",
@@ -154,6 +158,7 @@ def make_inputs(root: Path, num_classes: int = 2, train: int = 300, eval_: int =
         LABEL,
         classes,
         COLUMNS,
+        shards,
     )
     module = root / "module.py"
     module.write_text(MODULE, encoding="utf-8")
