@@ -35,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     lineage_parser.add_argument("uri", nargs="?", help="artifact URI (default: the model of the workdir's last run)")
     lineage_parser.add_argument("--workdir", default="out", help="run folder holding summary.json (default: out)")
     lineage_parser.add_argument("--store", default="", help="lineage store URI (default: the one in summary.json)")
+    lineage_parser.add_argument("--compare", metavar="RUN",
+                                help="compare the workdir's run with another, output by output, by content hash: "
+                                     "another run folder (with summary.json) or a run id in the same store; "
+                                     "exits 1 when they differ")
     from slipway.render import add_render_parser
 
     add_render_parser(commands)
@@ -406,6 +410,8 @@ def _lineage(args) -> int:
     summary_path = workdir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     store_uri = args.store or summary.get("lineage_store")
+    if args.compare:
+        return _compare_runs(workdir, summary, store_uri, args.compare)
     uri = args.uri or summary.get("model")
     if not store_uri or not uri:
         raise SlipwayError(f"lineage: no summary.json in {workdir}; pass an artifact URI and --store")
@@ -419,6 +425,30 @@ def _lineage(args) -> int:
         label = f"{art.name}: " if art.name else ""
         print(f"{'  ' * node.depth}{label}{art.type_name} {art.uri} {origin}{extra}")
     return 0
+
+
+def _compare_runs(workdir: Path, summary: dict, store_uri: str | None, other: str) -> int:
+    from slipway.core import lineage
+    from slipway.core.lineage_compare import compare_runs, format_comparison
+
+    if not store_uri or not summary.get("run_id"):
+        raise SlipwayError(f"lineage --compare: no summary.json with a run in {workdir}")
+    other_summary_path = Path(other) / "summary.json"
+    if other_summary_path.is_file():
+        other_summary = json.loads(other_summary_path.read_text())
+        other_store, other_run = other_summary.get("lineage_store"), other_summary.get("run_id")
+        other_label = f"{other_run} in {Path(other).resolve()}"
+    else:  # a run id in this store
+        other_store, other_run, other_label = store_uri, other, other
+    steps_a = lineage.open_store(store_uri).run_steps(summary["run_id"])
+    steps_b = lineage.open_store(other_store).run_steps(other_run) if other_store and other_run else []
+    if not steps_b:
+        raise SlipwayError(f"lineage --compare {other}: neither a run folder with summary.json nor a run recorded "
+                           f"in {store_uri}")
+    comparison = compare_runs(steps_a, steps_b)
+    for line in format_comparison(comparison, f"{summary['run_id']} in {workdir}", other_label):
+        print(line)
+    return 0 if comparison.identical else 1
 
 
 def _render(args) -> int:

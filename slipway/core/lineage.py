@@ -10,6 +10,7 @@ same MLMD artifact when the next step records it as an input: that is what makes
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -24,6 +25,22 @@ ENV_RUN_ID = "SLIPWAY_RUN_ID"
 ENV_PIPELINE = "SLIPWAY_PIPELINE"
 GRPC_TIMEOUT_S = 15  # per call to a remote MLMD server
 DEPLOY_COMPONENT = "deploy"  # its failed executions mark a model as never served (latest_blessed_model)
+CONTENT_HASH = "content_sha256"  # an output's property: sha256 over what it computed (content_hash)
+# Outputs that record an event rather than a result (TensorBoard's event files carry wall-clock times and host
+# names; a deployment, its endpoint and time; an HTML report renders a JSON output that is hashed): not hashed.
+UNHASHED_TYPES = frozenset({"TensorBoardLogs", "Deployment", "HTML"})
+# Files that describe a run for people or repeat what other files hold: reports (renderings of JSON that is
+# hashed), TFMA's raw records (summarized in metrics.json; with several Beam workers TFMA shards them by bundle),
+# and a SavedModel's graph file (TensorFlow numbers traced names process-wide, so a model with the same weights is
+# written as other bytes; its variables and assets are hashed).
+UNHASHED_SUFFIXES = (".html", ".md")
+UNHASHED_IN = {"Model": ("saved_model.pb", "fingerprint.pb"), "ModelEvaluation": ("tfma/",)}
+# Keys of JSON files that say how long a step took, not what it computed.
+TIMING_KEYS = frozenset({"seconds", "samples_per_second", "steps_per_second", "started", "finished"})
+# The libraries whose versions decide a step's numbers (with the seed, the Beam batch size and worker counts that
+# the steps record themselves): a rerun matches only with the same ones.
+RESULT_LIBRARIES = ("tensorflow", "tensorflow-transform", "tfx-bsl", "apache-beam", "tensorflow-data-validation",
+                    "tensorflow-model-analysis", "horovod", "numpy", "pyarrow", "protobuf")
 
 
 @dataclass
@@ -47,6 +64,7 @@ class StepRecord:
     outputs: list[ArtifactRecord] = field(default_factory=list)
     error: str = ""
     startup_seconds: float | None = None  # process start to step start (interpreter, kfp, imports)
+    environment: dict[str, str] = field(default_factory=dict)  # what a rerun must match (environment())
 
 
 @dataclass
@@ -182,6 +200,7 @@ class MlmdLineage:
                 "error": record.error,
                 "startup_seconds": record.startup_seconds,
                 "slipway_version": _version(),
+                "environment": json.dumps(record.environment, sort_keys=True) if record.environment else None,
             },
         )
         pairs = []
@@ -254,6 +273,7 @@ class MlmdLineage:
             params=json.loads(props.get("params") or "{}"),
             error=props.get("error", ""),
             startup_seconds=props.get("startup_seconds"),
+            environment=json.loads(props.get("environment") or "{}"),
         )
         events = self._store.get_events_by_execution_ids([execution.id])
         artifacts = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in events])}
@@ -368,6 +388,64 @@ def _prop(value):
     if raw == "false":
         return False
     return raw
+
+
+def environment() -> dict[str, str]:
+    """Python, slipway and the result-deciding libraries (RESULT_LIBRARIES) with their installed versions, and
+    the machine's core count (thread pools size themselves by it)."""
+    import platform
+    from importlib import metadata
+
+    found = {"python": platform.python_version(), "slipway": _version(), "cores": str(os.cpu_count() or 0)}
+    for name in RESULT_LIBRARIES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def content_hash(type_name: str, path: str | os.PathLike | None) -> str | None:
+    """sha256 over what an output computed: its files by relative name (None for a type in UNHASHED_TYPES or an
+    output that is not a local path). Files in UNHASHED_SUFFIXES and UNHASHED_IN are left out; a JSON file counts
+    without its TIMING_KEYS and with each absolute path cut to its last part (where a run put a file is not what
+    it computed)."""
+    if type_name in UNHASHED_TYPES or not isinstance(path, str | os.PathLike) or not os.path.exists(path):
+        return None
+    from slipway.core.artifacts import sha256_file
+
+    base = Path(path)
+    files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+    skipped = UNHASHED_IN.get(type_name, ())
+    digest = hashlib.sha256()
+    for file in files:
+        name = file.relative_to(base).as_posix() if file != base else file.name
+        if name.endswith(UNHASHED_SUFFIXES) or any(name == s or name.startswith(s) for s in skipped):
+            continue
+        digest.update(name.encode() + b"\0")
+        if file.suffix == ".json":
+            digest.update(hashlib.sha256(_json_result(file)).hexdigest().encode())
+        else:
+            digest.update(sha256_file(file).encode())
+    return digest.hexdigest()
+
+
+def _json_result(path: Path) -> bytes:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return path.read_bytes()
+    return json.dumps(_without_run_facts(data), sort_keys=True).encode()
+
+
+def _without_run_facts(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_run_facts(v) for k, v in value.items() if k not in TIMING_KEYS}
+    if isinstance(value, list):
+        return [_without_run_facts(v) for v in value]
+    if isinstance(value, str) and value.startswith("/") and len(value) > 1:
+        return value.rstrip("/").rsplit("/", 1)[-1]
+    return value
 
 
 def _version() -> str:

@@ -60,8 +60,12 @@ class Step:
         self.inputs.append(lineage.ArtifactRecord(name, type_name, os.path.abspath(path), {"sha256": digest}))
 
     def output(self, name: str, type_name: str, artifact: Any, metadata: dict[str, Any] | None = None) -> None:
-        """Record an output and copy its metadata onto the KFP artifact, so the KFP UI shows it too."""
+        """Record an output and copy its metadata onto the KFP artifact, so the KFP UI shows it too. The metadata
+        gains the output's content hash (`slipway lineage --compare` finds where two runs diverged by it)."""
         metadata = dict(metadata or {})
+        digest = lineage.content_hash(type_name, getattr(artifact, "path", artifact))
+        if digest:
+            metadata[lineage.CONTENT_HASH] = digest
         if hasattr(artifact, "metadata"):
             artifact.metadata.update({k: _kfp_value(v) for k, v in metadata.items() if v is not None})
         self.outputs.append(lineage.ArtifactRecord(name, type_name, _uri(artifact), metadata))
@@ -88,6 +92,7 @@ class Step:
             outputs=self.outputs if exc is None else [],
             error=error,
             startup_seconds=self.startup_seconds,
+            environment=lineage.environment(),
         )
         self.store.record_step(record)
         if exc is not None:
