@@ -387,8 +387,8 @@ def _metric_threshold(spec: dict | None, has_baseline: bool):
 def _run_tfma(eval_config, model_dir, baseline_model_dir, files, output_dir: Path, data_dir: Path,
               beam_args: list[str]) -> None:
     """TFMA's own extract-evaluate-write transform over our own read, rather than run_model_analysis, whose read
-    batches records adaptively by timing: TFMA's metric sums then differ in the last bits between two runs on the
-    same data (beam_options.RECORD_BATCH_SIZE)."""
+    batches records adaptively by timing: TFMA's floating metric sums can then differ in the last bits between
+    two runs on the same data (beam_options.RECORD_BATCH_SIZE)."""
     import apache_beam as beam
     import tensorflow_model_analysis as tfma
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -403,10 +403,10 @@ def _run_tfma(eval_config, model_dir, baseline_model_dir, files, output_dir: Pat
     else:
         # TFX semantics: without a baseline the candidate is "rubber stamped" (change thresholds not checked).
         shared = tfma.default_eval_shared_model(model_dir, eval_config=eval_config, rubber_stamp=True)
-    # One glob over the split's gzip shards (compression is detected from the .gz suffix).
-    pattern = str(data_dir / f"*{Path(files[0]).suffix}")
+    pattern = str(data_dir / f"*{Path(files[0]).suffix}")  # named in TFMA's output and in errors
     output_dir.mkdir(parents=True, exist_ok=True)
-    source = tfxio.TFExampleRecord(file_pattern=pattern, raw_record_column_name=tfma.ARROW_INPUT_COLUMN,
+    # The shards by name in order, not globbed: the order records reach the metrics is the shard order.
+    source = tfxio.TFExampleRecord(file_pattern=list(files), raw_record_column_name=tfma.ARROW_INPUT_COLUMN,
                                    telemetry_descriptors=["slipway", "evaluate"])
     try:
         with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:

@@ -37,6 +37,7 @@ from slipway.core.artifacts import (
 from slipway.core.errors import SlipwayError
 from slipway.core.locks import exclusive_lock
 from slipway.core.modules import load_module
+from slipway.core.saved_models import canonical_node_order
 from slipway.core.tasks import task_of
 
 TRAIN_SPLIT = "train"
@@ -315,6 +316,7 @@ def _analyze(preprocessing_fn, schema, examples_dir: str, graph_out: str, temp_r
             preprocessing_fn)
         _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph_out)
     metadata_io.write_metadata(dataset_metadata.DatasetMetadata(schema), os.path.join(graph_out, "metadata"))
+    canonical_node_order(Path(graph_out) / "transform_fn")
 
 
 def _transform_splits(schema, examples_dir: str, splits: list[str], graph_out: str, data_out: Path,

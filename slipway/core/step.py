@@ -60,14 +60,16 @@ class Step:
         self.inputs.append(lineage.ArtifactRecord(name, type_name, os.path.abspath(path), {"sha256": digest}))
 
     def output(self, name: str, type_name: str, artifact: Any, metadata: dict[str, Any] | None = None) -> None:
-        """Record an output and copy its metadata onto the KFP artifact, so the KFP UI shows it too. The metadata
-        gains the output's content hash (`slipway lineage --compare` finds where two runs diverged by it)."""
+        """Record an output and copy its metadata onto the KFP artifact, so the KFP UI shows it too. The lineage
+        record also gets the output's content hash (`slipway lineage --compare` finds where two runs diverged by
+        it); the KFP artifact does not, because the KFP UI renders a Metrics artifact's metadata as its metrics
+        and a hash there would be shown, and rejected, as one."""
         metadata = dict(metadata or {})
+        if hasattr(artifact, "metadata"):
+            artifact.metadata.update({k: _kfp_value(v) for k, v in metadata.items() if v is not None})
         digest = lineage.content_hash(type_name, getattr(artifact, "path", artifact))
         if digest:
             metadata[lineage.CONTENT_HASH] = digest
-        if hasattr(artifact, "metadata"):
-            artifact.metadata.update({k: _kfp_value(v) for k, v in metadata.items() if v is not None})
         self.outputs.append(lineage.ArtifactRecord(name, type_name, _uri(artifact), metadata))
 
     # -- the context -------------------------------------------------------------------------------------

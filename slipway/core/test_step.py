@@ -27,13 +27,17 @@ def store_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_success_records_outputs_and_sets_kfp_metadata(store_uri: str, tmp_path: Path):
     artifact = SimpleNamespace(uri=str(tmp_path / "examples"), path=str(tmp_path / "examples"), metadata={})
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "data.tfrecord").write_bytes(b"records")
     data = tmp_path / "d.csv"
     data.write_text("a,b\n1,2\n")
     with Step("ingest", {"label": "b"}) as step:
         step.input_file("data", "RawData", str(data))
         step.output("examples", "Examples", artifact, {"splits": {"train": 1}, "rows": 1})
+    # the content hash goes to lineage only: the KFP UI shows a Metrics artifact's metadata as its metrics
     assert artifact.metadata == {"splits": {"train": 1}, "rows": 1}
     [record] = lineage.open_store(store_uri).run_steps("run-1")
+    assert record.outputs[0].properties[lineage.CONTENT_HASH] == lineage.content_hash("Examples", artifact.path)
     assert record.state == "COMPLETE" and record.params == {"label": "b"}
     assert record.inputs[0].properties["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest()
     assert record.outputs[0].uri == artifact.uri
