@@ -6,11 +6,11 @@ Steps are paired by component name (the last execution of each, a retried step c
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from slipway.core.lineage import CONTENT_HASH, StepRecord
+from slipway.core.step_facts import decoded
 
 # Output properties that say how a step ran (besides the environment every step records).
 SETUP_PROPERTIES = ("beam", "hyperparameters", "workers")
@@ -126,7 +126,7 @@ def _setup(step: StepRecord) -> dict[str, Any]:
     for output in step.outputs:
         for key in SETUP_PROPERTIES:
             if key in output.properties:
-                _flatten(key, _decoded(output.properties[key]), flat)
+                _flatten(key, decoded(output.properties[key]), flat)
     return flat
 
 
@@ -136,15 +136,6 @@ def _flatten(prefix: str, value: Any, into: dict[str, Any]) -> None:
             _flatten(f"{prefix}.{key}", inner, into)
     else:
         into[prefix] = value
-
-
-def _decoded(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in "{[":
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError:
-            return value
-    return value
 
 
 def _differing(a: dict, b: dict) -> list[tuple[str, Any, Any]]:
