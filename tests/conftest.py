@@ -57,10 +57,10 @@ def taxi_run(quickstart) -> tuple[Path, dict]:
 # --- the apiserver tier (tests/test_apiserver.py) ----------------------------------------------------------------
 
 PROFILE_NAMESPACE = "kubeflow-user-example-com"  # manifests/overlays/kubeflow-profile's namespace
-APISERVER_CRDS = {  # CRD name: its copy in slipway/core/testdata/crds (KServe's is rejected by the v1.20 server)
-    "mpijobs.kubeflow.org": "mpi-operator_kubeflow.org_mpijobs.yaml",
-    "experiments.kubeflow.org": "katib_experiments.kubeflow.org.yaml",
-    "trials.kubeflow.org": "katib_trials.kubeflow.org.yaml",
+APISERVER_CRDS = {  # CRD name: its schema in slipway.core.upstream (KServe's is rejected by the v1.20 server)
+    "mpijobs.kubeflow.org": "mpijob-crd",
+    "experiments.kubeflow.org": "katib-experiment-crd",
+    "trials.kubeflow.org": "katib-trial-crd",
 }
 
 
@@ -75,12 +75,12 @@ def apiserver():
     built and cached first if this machine has none) with the MPIJob and Katib CRDs installed and Established, and
     the namespace kubeflow-user-example-com holding manifests/overlays/kubeflow-profile (ServiceAccount, Role,
     RoleBinding, Secret). Tests share it: they use unique object names and delete what they create."""
-    from slipway.core import testing_apiserver
+    from slipway.core import testing_apiserver, upstream
 
-    crds = ROOT / "slipway" / "core" / "testdata" / "crds"
+    crds = [upstream.path(name) for name in APISERVER_CRDS.values()]
     with testing_apiserver.running() as server:
         # create, not apply: apply's last-applied annotation would exceed the annotation size limit (MPIJob CRD)
-        server.kubectl("create", *(arg for name in APISERVER_CRDS.values() for arg in ("-f", str(crds / name))))
+        server.kubectl("create", *(arg for path in crds for arg in ("-f", str(path))))
         server.wait_established(*APISERVER_CRDS, timeout=60)  # kubectl wait --for condition=established, retried
         server.kubectl("create", "namespace", PROFILE_NAMESPACE)
         rendered = server.kubectl("kustomize", str(ROOT / "manifests" / "overlays" / "kubeflow-profile")).stdout

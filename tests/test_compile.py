@@ -8,6 +8,7 @@ import pytest
 from kfp import components, dsl
 
 from slipway import compile as slipway_compile
+from slipway.core import upstream
 from slipway.core.images import RUNTIME_IMAGE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +144,7 @@ def test_example_manifests_pass_the_upstream_schemas_and_admission_rules():
     assert katib.admission_errors(experiment) == []
     from slipway.render import crd_validator
 
-    crd = ROOT / "slipway" / "core" / "testdata" / "crds" / "mpi-operator_kubeflow.org_mpijobs.yaml"
+    crd = upstream.path("mpijob-crd")
     errors = [e.message for e in crd_validator(crd, "v2beta1").iter_errors(job)]
     assert errors == []
     secrets = [env for spec in job["spec"]["mpiReplicaSpecs"].values()
@@ -151,7 +152,7 @@ def test_example_manifests_pass_the_upstream_schemas_and_admission_rules():
                if env["name"].startswith("AWS_") and "KEY" in env["name"]]
     assert secrets and all("value" not in env and "secretKeyRef" in env["valueFrom"] for env in secrets)
     service = yaml.safe_load((ROOT / "manifests" / "inferenceservice-example.yaml").read_text())
-    crd = ROOT / "slipway" / "core" / "testdata" / "crds" / "kserve_serving.kserve.io_inferenceservices.yaml.gz"
+    crd = upstream.path("inferenceservice-crd")
     assert [e.message for e in crd_validator(crd, "v1beta1").iter_errors(service)] == []
     predictor = service["spec"]["predictor"]
     assert predictor["model"]["storageUri"] == "s3://mlpipeline/serving/taxi"

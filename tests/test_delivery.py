@@ -197,6 +197,14 @@ def test_parameters_are_checked_before_anything_is_created(kfp, capsys):
     assert not [r for r in kfp.requests[before:] if r["operation"] in created]
 
 
+def test_schedule_notes_that_kfp_before_2_5_picks_the_newest_version_once(capsys):
+    with testing_kfp.running(tag_name="2.4.0") as server:
+        version = uploaded(server, capsys)
+        assert run(server, "schedule", "--experiment", "nightly", "--cron", "0 0 3 * * *", *REQUIRED) == 0
+    out = capsys.readouterr().out
+    assert f"note: KFP 2.4.0 picks the newest version once, now ({version['display_name']})" in out
+
+
 def test_schedule_sends_a_cron_recurring_run_of_the_newest_version(kfp, capsys):
     version = uploaded(kfp, capsys)
     assert run(kfp, "schedule", "--experiment", "nightly", "--cron", "0 0 3 * * *", *REQUIRED) == 0
@@ -211,7 +219,7 @@ def test_schedule_sends_a_cron_recurring_run_of_the_newest_version(kfp, capsys):
     assert body["runtime_config"]["parameters"]["label"] == "big_tipper"
     (job,) = kfp.fake.recurring_runs.values()
     assert f"recurring run slipway-tabular ({job['recurring_run_id']})" in out
-    assert "note: KFP 2.4.0 picks the newest version once" in out  # the fake says it is 2.4.0
+    assert "note:" not in out  # KFP 2.5 and later pick the newest version at each run (the fake is 2.14.3)
 
     assert run(kfp, "schedule", "--experiment", "nightly", "--cron", "@every 6h", "--name", "pinned", "--version",
                version["display_name"], "--max-concurrency", "3", "--catchup", *REQUIRED) == 0

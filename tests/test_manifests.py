@@ -22,13 +22,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slipway.core import permissions
+from slipway.core import permissions, upstream
 from slipway.pipelines.settings import OBJECT_STORE_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = ROOT / "manifests"
-CRDS = ROOT / "slipway" / "core" / "testdata" / "crds"
-UPSTREAM_CRDS = ROOT.parent / "shared" / "crds"  # beside the checkout, in CI
 NAMESPACE = "kubeflow-user-example-com"
 KUBERNETES_VERSION = "1.32.0"
 KSERVE_S3_ANNOTATIONS = {
@@ -192,7 +190,7 @@ def katib_experiment_validator():
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
 
-    document = json.loads((CRDS / "katib_v1beta1_swagger.json").read_text())
+    document = json.loads(upstream.path("katib-openapi").read_text())
 
     def strict(node):
         if isinstance(node, dict):
@@ -215,10 +213,8 @@ def test_the_katib_example_passes_katibs_schema():
     broken = copy.deepcopy(experiment)
     broken["spec"]["maxTrialCount"] = "4"
     assert [e.message for e in validator.iter_errors(broken)] == ["'4' is not of type 'integer'"]
-    # The copied Katib CRDs (installed by tests/test_apiserver.py) accept anything: Katib's webhook validates.
-    for name in ("katib_experiments.kubeflow.org.yaml", "katib_trials.kubeflow.org.yaml"):
-        crd = yaml.safe_load((CRDS / name).read_text())
+    # Katib's CRDs (installed by tests/test_apiserver.py) accept anything: Katib's webhook validates.
+    for name in ("katib-experiment-crd", "katib-trial-crd"):
+        crd = yaml.safe_load(upstream.path(name).read_text())
         schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
         assert schema == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}, name
-        if UPSTREAM_CRDS.exists():  # beside the checkout (CI): verbatim copies
-            assert (CRDS / name).read_bytes() == (UPSTREAM_CRDS / name).read_bytes(), name

@@ -11,7 +11,6 @@ import json
 import re
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -19,19 +18,17 @@ import yaml
 import slipway  # noqa: F401
 from slipway.components.deploy import inference_service as isvc
 from slipway.components.deploy.inference_service import ServingSettings, parse_settings
-from slipway.core import cluster, launcher
+from slipway.core import cluster, launcher, upstream
 from slipway.core.errors import SlipwayError
 from slipway.core.test_launcher import FakeApiServer, PodKilled, isvc_status
 from slipway.render import add_render_parser, crd_validator, run_render
 
-CRDS = Path(launcher.__file__).with_name("testdata") / "crds"
-KSERVE_CRD = CRDS / "kserve_serving.kserve.io_inferenceservices.yaml.gz"
 S3_BASE = "s3://mlpipeline/serving/taxi"
 
 
 @pytest.fixture(scope="module")
 def validator():
-    return crd_validator(KSERVE_CRD, "v1beta1")
+    return crd_validator(upstream.path("inferenceservice-crd"), "v1beta1")
 
 
 def schema_errors(validator, obj) -> list[str]:

@@ -11,12 +11,11 @@ from types import SimpleNamespace
 import pytest
 
 from slipway.components.train import cluster, distributed
-from slipway.core import launcher
+from slipway.core import launcher, upstream
 from slipway.core.errors import SlipwayError
 from slipway.render import crd_validator
 
 STATUS = Path(launcher.__file__).with_name("testdata") / "mpijob_succeeded.json"
-CRD = Path(launcher.__file__).with_name("testdata") / "crds" / "mpi-operator_kubeflow.org_mpijobs.yaml"
 
 
 class ExecutingApiServer:
@@ -69,7 +68,7 @@ def test_pvc_backend_trains_through_the_rendered_mpijob_and_hands_back_the_model
                        {"epochs": 1, "batch_size": 32, "learning_rate": 0.01, "seed": 1}, 2, "", config,
                        client=server, poll=launcher.Poll(initial_s=0.01, sleep=lambda s: None))
     [body] = server.created
-    assert crd_validator(CRD, "v2beta1").is_valid(body)
+    assert crd_validator(upstream.path("mpijob-crd"), "v2beta1").is_valid(body)
     assert body["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == 2
     assert body["metadata"]["namespace"] == "team-a"
     assert (Path(model.path) / "saved_model.pb").exists()  # copied into the step's Output[Model]

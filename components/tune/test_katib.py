@@ -16,15 +16,12 @@ from kubernetes.client.exceptions import ApiException
 import slipway  # noqa: F401
 from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, admission_errors, render_experiment
-from slipway.core import launcher, mpijob
+from slipway.core import launcher, mpijob, upstream
 from slipway.core.errors import SlipwayError
 from slipway.core.mpijob import ObjectStore, Pvc
 from slipway.render import add_render_parser, crd_validator, run_render
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CRDS = REPO_ROOT / "slipway" / "core" / "testdata" / "crds"  # upstream schemas, descriptions stripped
-SWAGGER = CRDS / "katib_v1beta1_swagger.json"
-MPIJOB_CRD = CRDS / "mpi-operator_kubeflow.org_mpijobs.yaml"
 
 SPEC = {
     "objective": {"type": "maximize", "goal": 0.95, "objectiveMetricName": "val_accuracy",
@@ -63,7 +60,7 @@ def katib_validator():
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
 
-    document = json.loads(SWAGGER.read_text())
+    document = json.loads(upstream.path("katib-openapi").read_text())
 
     def strict(node):  # unknown fields are errors (kubectl --validate=strict), except where the schema allows them
         if isinstance(node, dict):
@@ -83,7 +80,7 @@ def katib_validator():
 
 @pytest.fixture(scope="module")
 def mpijob_validator():
-    return crd_validator(MPIJOB_CRD, "v2beta1")
+    return crd_validator(upstream.path("mpijob-crd"), "v2beta1")
 
 
 def schema_errors(validator, obj) -> list[str]:

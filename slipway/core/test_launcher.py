@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 import slipway  # noqa: F401
-from slipway.core import kube, launcher
+from slipway.core import kube, launcher, upstream
 from slipway.core.errors import (
     EXIT_INFRASTRUCTURE_ERROR,
     EXIT_USER_ERROR,
@@ -36,10 +36,6 @@ from slipway.core.errors import (
 from slipway.core.launcher import KSERVE_INFERENCE_SERVICE, MPIJOB, Poll, ResourceRef, StatusMatch
 
 TESTDATA = Path(__file__).parent / "testdata"
-CRDS = TESTDATA / "crds"
-MPIJOB_CRD = CRDS / "mpi-operator_kubeflow.org_mpijobs.yaml"
-KSERVE_CRD = CRDS / "kserve_serving.kserve.io_inferenceservices.yaml.gz"
-UPSTREAM_CRDS = Path(__file__).resolve().parents[2].parent / "shared" / "crds"  # beside the checkout, in CI
 
 
 def status(name: str) -> dict:
@@ -541,7 +537,7 @@ def test_backoff_grows_by_the_factor_up_to_the_cap():
 def test_testdata_statuses_are_valid_mpijob_status_objects():
     from slipway.render import crd_validator
 
-    validator = crd_validator(MPIJOB_CRD, "v2beta1")
+    validator = crd_validator(upstream.path("mpijob-crd"), "v2beta1")
     for path in sorted(TESTDATA.glob("mpijob_*.json")):
         obj = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "train-abc"},
                "spec": {"mpiReplicaSpecs": {}}, **json.loads(path.read_text())}
@@ -1010,7 +1006,7 @@ def test_update_mode_arguments(tmp_path, poll):
 def test_testdata_statuses_are_valid_inferenceservice_status_objects():
     from slipway.render import crd_validator
 
-    validator = crd_validator(KSERVE_CRD, "v1beta1")
+    validator = crd_validator(upstream.path("inferenceservice-crd"), "v1beta1")
     paths = sorted(TESTDATA.glob("inferenceservice_*.json"))
     assert len(paths) >= 8
     for path in paths:
@@ -1025,26 +1021,6 @@ def test_testdata_statuses_are_valid_inferenceservice_status_objects():
         for cond in obj["status"]["conditions"]:
             assert {"type", "status", "lastTransitionTime"} <= cond.keys()
         assert obj["status"]["conditions"] == sorted(obj["status"]["conditions"], key=lambda c: c["type"])
-
-
-def test_crd_copies_are_the_upstream_schemas_without_descriptions():
-    import importlib.util
-
-    import yaml
-
-    spec = importlib.util.spec_from_file_location("strip_descriptions", CRDS / "strip_descriptions.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.strip({"properties": {"description": {"type": "string", "description": "x"}},
-                         "description": "y", "items": [{"description": "z", "type": "integer"}]}) == \
-        {"properties": {"description": {"type": "string"}}, "items": [{"type": "integer"}]}
-    swagger = json.loads((CRDS / "katib_v1beta1_swagger.json").read_text())
-    assert module.strip(swagger) == swagger  # nothing left to strip ...
-    assert "description" in swagger["components"]["schemas"]["v1beta1.TrialParameterSpec"]["properties"]  # a field
-    mpijob = yaml.load(MPIJOB_CRD.read_text(), Loader=yaml.CSafeLoader)
-    assert module.strip(mpijob) == mpijob
-    if UPSTREAM_CRDS.exists():  # beside the checkout (CI): the copies are exactly the upstream files, stripped
-        assert module.main([str(UPSTREAM_CRDS), "--check"]) == 0
 
 
 def test_fields_the_api_server_prunes_are_reported_and_the_write_undone(tmp_path, poll):

@@ -11,15 +11,13 @@ import pytest
 import yaml
 
 import slipway  # noqa: F401
-from slipway.core import launcher, mpijob
+from slipway.core import launcher, mpijob, upstream
 from slipway.core.errors import SlipwayError
 from slipway.core.mpijob import MPIJobSpec, ObjectStore, Pvc, Resources, RunPolicy
 from slipway.core.trainer_command import TrainerCommand
 from slipway.render import add_render_parser, crd_validator, run_render
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CRDS = Path(__file__).parent / "testdata" / "crds"  # upstream schemas, descriptions stripped
-MPIJOB_CRD = CRDS / "mpi-operator_kubeflow.org_mpijobs.yaml"
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 ARGS = TrainerCommand(
@@ -36,7 +34,7 @@ PVC_ARGS = [a.replace("s3://ml", "/data") for a in ARGS]
 
 @pytest.fixture(scope="module")
 def validator():
-    return crd_validator(MPIJOB_CRD, "v2beta1")
+    return crd_validator(upstream.path("mpijob-crd"), "v2beta1")
 
 
 def schema_errors(validator, obj) -> list[str]:

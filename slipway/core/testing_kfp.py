@@ -3,12 +3,13 @@
 `running(...)` serves, on 127.0.0.1 and a free port, the endpoints kfp.Client uses for upload, runs and recurring
 runs, with in-memory state: pipelines (per namespace), versions storing the uploaded YAML, experiments, runs whose
 state advances one step per read after the first (`run_states`, `run_error`), recurring runs, and healthz. Every
-request's query parameters and body, and every response body, is checked against KFP 2.4.0's swagger document
-(tests/data/kfp-api-v2beta1/); a request that does not match is answered 400 and recorded, and the context manager
-raises the recorded violations on exit, so a test cannot pass on a malformed call.
+request's query parameters and body, and every response body, is checked against the swagger document of the KFP
+release manifests/upstream/go.mod locks (2.14.3, read through slipway.core.upstream); a request that does not
+match is answered 400 and recorded, and the context manager raises the recorded violations on exit, so a test
+cannot pass on a malformed call.
 
 Behaviour follows the API server's Go sources at the same tag: names unique per (name, namespace) (409), version
-names unique per pipeline, errors as gRPC statuses through grpc-gateway v1 (runtimeError: error, code, message,
+names unique per pipeline, errors as gRPC statuses through grpc-gateway v2 (google.rpc.Status: code, message,
 details holding the short user-facing google.rpc.Status) except the hand-written upload endpoints, which answer
 {error_message, error_details} and report authorization failures as 400 (pipeline_upload_server.go).
 
@@ -32,18 +33,17 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jsonschema
 import yaml
 
-SWAGGER = Path(__file__).resolve().parents[2] / "tests" / "data" / "kfp-api-v2beta1" / \
-    "kfp_api_single_file.swagger.json"
+from slipway.core import upstream
+
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 INT64 = r"^-?[0-9]+$"
-# gRPC codes and the HTTP statuses grpc-gateway v1 maps them to (runtime.HTTPStatusFromCode)
+# gRPC codes and the HTTP statuses grpc-gateway maps them to (runtime.HTTPStatusFromCode)
 GRPC = {"INVALID_ARGUMENT": (3, 400), "NOT_FOUND": (5, 404), "ALREADY_EXISTS": (6, 409),
         "PERMISSION_DENIED": (7, 403), "UNAUTHENTICATED": (16, 401), "INTERNAL": (13, 500)}
 UPLOADS = {"UploadPipeline", "UploadPipelineVersion"}
@@ -324,7 +324,8 @@ class FakeKfp:
 
     # -- operations: (identity, path parameters, query, body) -> (status, response body)
     def HealthzService_GetHealthz(self, identity, path, query, body):
-        return {"commit_sha": "0" * 40, "tag_name": self.tag_name, "multi_user": self.multi_user}
+        return {"commit_sha": "0" * 40, "tag_name": self.tag_name, "multi_user": self.multi_user,
+                "pipeline_store": "database"}
 
     def PipelineService_ListPipelines(self, identity, path, query, body):
         namespace = self._namespace(query.get("namespace"))
@@ -578,7 +579,7 @@ class _Handler(BaseHTTPRequestHandler):
         routed = self.server.contract.route(method, url.path)
         if routed is None:
             self._violation(f"{method} {url.path}: no such operation in the API")
-            self._send(404, {"error": "Not Found", "code": 5, "message": "Not Found", "details": []})
+            self._send(404, {"code": 5, "message": "Not Found", "details": []})
             return
         operation, path = routed
         query = parse_qs(url.query, keep_blank_values=True)
@@ -650,7 +651,7 @@ class _Handler(BaseHTTPRequestHandler):
         code, status = GRPC[failure.code]
         if operation.id in UPLOADS:
             return status, {"error_message": failure.message, "error_details": failure.message}
-        return status, {"error": failure.message, "code": code, "message": failure.message,
+        return status, {"code": code, "message": failure.message,
                         "details": [{"@type": "type.googleapis.com/google.rpc.Status", "code": code,
                                      "message": failure.short}]}
 
@@ -668,10 +669,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 @contextlib.contextmanager
 def running(identities: Mapping[str, Identity] | None = None, multi_user: bool = False,
-            tag_name: str = "2.4.0") -> Iterator[KfpServer]:
+            tag_name: str = "2.14.3") -> Iterator[KfpServer]:
     """Serve a fake KFP API on 127.0.0.1 (a free port) until exit; raises ApiViolation on exit if any request or
     response broke the API document."""
-    contract = Contract(json.loads(SWAGGER.read_text()))
+    contract = Contract(json.loads(upstream.path("kfp-api").read_text()))
     server = KfpServer(FakeKfp(identities, multi_user, tag_name), contract)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
