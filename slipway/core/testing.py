@@ -231,49 +231,12 @@ def loopback_s3(bucket: str = "slipway-test"):
 
 @contextlib.contextmanager
 def mlmd_grpc_server(sqlite_path: str | os.PathLike):
-    """An ML Metadata gRPC server on 127.0.0.1 (yields "grpc://127.0.0.1:PORT"), for tests of the cluster path.
+    """An ML Metadata gRPC server on 127.0.0.1 (yields "grpc://127.0.0.1:PORT"), for tests of the cluster path:
+    slipway.core.mlmd_server, MLMD's own store behind MLMD's own gRPC protocol."""
+    from slipway.core import mlmd_server
 
-    Kubeflow runs MLMD's C++ metadata_store_server, which no package here ships; this serves the same
-    MetadataStoreService protocol (every RPC of MLMD's own service descriptor) and answers each call with MLMD's
-    own store on a SQLite file, so the components' gRPC client talks to real MLMD over real gRPC.
-    """
-    from concurrent import futures
-
-    import grpc
-    from ml_metadata import errors
-    from ml_metadata.metadata_store import metadata_store
-    from ml_metadata.proto import metadata_store_pb2, metadata_store_service_pb2
-
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = str(sqlite_path)
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    store = metadata_store.MetadataStore(config)
-    service = metadata_store_service_pb2.DESCRIPTOR.services_by_name["MetadataStoreService"]
-
-    def handler_for(method):
-        response_class = getattr(metadata_store_service_pb2, method.output_type.name)
-
-        def handle(request, context):
-            response = response_class()
-            try:
-                store._call(method.name, request, response)  # MLMD's own dispatch by method name
-            except errors.StatusError as exc:
-                context.abort(next(code for code in grpc.StatusCode if code.value[0] == exc.error_code), str(exc))
-            return response
-
-        request_class = getattr(metadata_store_service_pb2, method.input_type.name)
-        return grpc.unary_unary_rpc_method_handler(handle, request_deserializer=request_class.FromString,
-                                                   response_serializer=response_class.SerializeToString)
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-        service.full_name, {method.name: handler_for(method) for method in service.methods})])
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        yield f"grpc://127.0.0.1:{port}"
-    finally:
-        server.stop(grace=None)
+    with mlmd_server.running(sqlite_path) as uri:
+        yield uri
 
 
 @contextlib.contextmanager
