@@ -1,0 +1,130 @@
+"""Cluster DNS for the single-node cluster: A records of every Service, as <name>.<namespace>.svc.cluster.local.
+
+Pods resolve Service names (KFP's `ml-pipeline.kubeflow`, `minio-service.kubeflow`, a user's
+`metadata-grpc-service.kubeflow:8080` lineage store) through the kubelet's clusterDNS. This answers those queries
+over UDP from the API server's Service list (refreshed every second), NXDOMAIN for other names under cluster.local
+and REFUSED for anything else: this machine reaches no DNS beyond its own. Standard library only.
+
+    python3 dns.py --listen 10.88.0.1:53 --server https://10.88.0.1:6443 --ca ca.crt --cert admin.crt --key admin.key
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import ssl
+import struct
+import sys
+import threading
+import time
+import urllib.request
+
+DOMAIN = "cluster.local"
+TTL = 5
+NOERROR, NXDOMAIN, REFUSED, FORMERR = 0, 3, 5, 1
+TYPE_A = 1
+
+
+class Records:
+    """name -> IPv4 address of every Service with a ClusterIP, refreshed from the API server."""
+
+    def __init__(self, server: str, context: ssl.SSLContext):
+        self.server, self.context = server, context
+        self.names: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def refresh(self) -> None:
+        with urllib.request.urlopen(f"{self.server}/api/v1/services", context=self.context, timeout=5) as answer:
+            services = json.load(answer)["items"]
+        names = {}
+        for service in services:
+            address = service["spec"].get("clusterIP", "")
+            if address and address != "None":
+                meta = service["metadata"]
+                names[f"{meta['name']}.{meta['namespace']}.svc.{DOMAIN}"] = address
+        with self.lock:
+            self.names = names
+
+    def keep_fresh(self) -> None:
+        while True:
+            try:
+                self.refresh()
+            except OSError as exc:  # the API server restarting: keep the last list
+                print(f"dns: refresh failed: {exc}", file=sys.stderr, flush=True)
+            time.sleep(1)
+
+    def lookup(self, name: str) -> str | None:
+        with self.lock:
+            return self.names.get(name)
+
+
+def parse_question(packet: bytes) -> tuple[str, int, int]:
+    """The first question's name, type and the offset after it."""
+    labels, offset = [], 12
+    while True:
+        length = packet[offset]
+        if length == 0:
+            offset += 1
+            break
+        if length & 0xC0:
+            raise ValueError("compressed name in a question")
+        labels.append(packet[offset + 1:offset + 1 + length].decode("ascii").lower())
+        offset += 1 + length
+    qtype, _ = struct.unpack("!HH", packet[offset:offset + 4])
+    return ".".join(labels), qtype, offset + 4
+
+
+def answer(packet: bytes, records: Records) -> bytes:
+    """The reply to one query packet."""
+    query_id, flags = struct.unpack("!HH", packet[:4])
+    recursion_desired = flags & 0x0100
+    try:
+        name, qtype, end = parse_question(packet)
+    except (ValueError, IndexError, struct.error):
+        return struct.pack("!HHHHHH", query_id, 0x8000 | recursion_desired | FORMERR, 0, 0, 0, 0)
+    question = packet[12:end]
+    address = records.lookup(name)  # short names reach us expanded by the pods' search list
+    if not name.endswith(DOMAIN):
+        rcode = REFUSED
+    elif address is None:
+        rcode = NXDOMAIN
+    else:
+        rcode = NOERROR
+    answers = b""
+    if address is not None and qtype == TYPE_A:
+        answers = b"\xc0\x0c" + struct.pack("!HHIH", TYPE_A, 1, TTL, 4) + socket.inet_aton(address)
+    header = struct.pack("!HHHHHH", query_id, 0x8400 | recursion_desired | rcode, 1, 1 if answers else 0, 0, 0)
+    return header + question + answers
+
+
+def serve(listen: str, records: Records) -> None:
+    host, port = listen.rsplit(":", 1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((host, int(port)))
+    print(f"dns: answering for *.svc.{DOMAIN} on {listen}", flush=True)
+    while True:
+        packet, peer = sock.recvfrom(4096)
+        if len(packet) >= 12:
+            sock.sendto(answer(packet, records), peer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--listen", required=True, help="HOST:PORT (UDP)")
+    parser.add_argument("--server", required=True, help="the API server's URL")
+    parser.add_argument("--ca", required=True)
+    parser.add_argument("--cert", required=True)
+    parser.add_argument("--key", required=True)
+    args = parser.parse_args(argv)
+    context = ssl.create_default_context(cafile=args.ca)
+    context.load_cert_chain(args.cert, args.key)
+    records = Records(args.server, context)
+    records.refresh()
+    threading.Thread(target=records.keep_fresh, daemon=True).start()
+    serve(args.listen, records)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+# The Kubeflow Pipelines layer of the single-node cluster (sourced by .ci/kfp-cluster): KFP's stores (MariaDB, an
+# S3 object store, ML Metadata), the objects KFP's pods expect in the kubeflow namespace, Argo's workflow
+# controller (a pod: it serves health on every interface), and KFP's API server, persistence agent and
+# scheduled-workflow controller (host processes on the bridge address, reached by pods through Services).
+
+KFP_VERSION=2.14.3
+ARGO_VERSION=v3.6.7
+KFP_DB_PORT=33306
+KFP_HTTP_PORT=8888
+KFP_GRPC_PORT=8887
+S3_PORT=9000
+MLMD_PORT=8080
+KFP_NAMESPACE=kubeflow
+S3_KEY=slipway-cluster  # the loopback object store accepts any key; KFP's Secret and config carry this one
+KFP_DAEMONS="mariadb object-store mlmd kfp-apiserver kfp-persistence-agent kfp-scheduledworkflow"
+DAEMONS="$K8S_DAEMONS $KFP_DAEMONS"
+PERSISTENCE_TOKEN=/var/run/secrets/kubeflow/tokens/persistenceagent-sa-token  # fixed in KFP's agent
+PYTHON="$ROOT/.venv/bin/python"
+
+module_dir() {  # module_dir MODULE: its folder in the Go module cache, at the version the cluster build pins
+    (cd "$HERE" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local GONOSUMDB=github.com/kubeflow/pipelines \
+        go list -m -f '{{.Dir}}' "$1")
+}
+
+start_kfp_stores() {
+    [ -x "$PYTHON" ] || die "missing $PYTHON (run: bash .ci/setup)"
+    if [ ! -d "$STATE/mysql/mysql" ]; then
+        rm -rf "$STATE/mysql"; mkdir -p "$STATE/mysql"
+        mariadb-install-db --no-defaults --user=root --datadir="$STATE/mysql" \
+            --auth-root-authentication-method=normal >"$RUN/mariadb-install.log" 2>&1 \
+            || die "mariadb-install-db failed (log: $RUN/mariadb-install.log)"
+    fi
+    start_daemon mariadb mariadbd --no-defaults --user=root --datadir="$STATE/mysql" \
+        --socket="$STATE/mysql.sock" --bind-address=127.0.0.1 --port="$KFP_DB_PORT" --skip-name-resolve \
+        --sql-mode=NO_ENGINE_SUBSTITUTION  # KFP's schema migration relies on MySQL's non-strict defaults
+    start_daemon object-store "$ROOT/.venv/bin/moto_server" -H "$GATEWAY" -p "$S3_PORT"
+    start_daemon mlmd "$PYTHON" -m slipway.core.mlmd_server --sqlite "$STATE/mlmd.sqlite" \
+        --address "$GATEWAY:$MLMD_PORT"
+    wait_for "mariadb" 60 mariadb --no-defaults --socket="$STATE/mysql.sock" -uroot -e "select 1"
+    wait_for "object-store" 60 "$PYTHON" -c "import urllib.request as u; u.urlopen('http://$GATEWAY:$S3_PORT/')"
+    AWS_ACCESS_KEY_ID="$S3_KEY" AWS_SECRET_ACCESS_KEY="$S3_KEY" "$PYTHON" -c "import boto3
+boto3.client('s3', endpoint_url='http://$GATEWAY:$S3_PORT', region_name='us-east-1').create_bucket(Bucket='mlpipeline')"
+}
+
+host_service() {  # host_service NAME PORT[:NAME]...: a Service without selector whose endpoint is this host
+    local name="$1" spec ports="" endpoint_ports=""; shift
+    for spec in "$@"; do
+        local port="${spec%%:*}" port_name="${spec#*:}"
+        [ "$port_name" = "$spec" ] && port_name="p$port"
+        ports="$ports{name: $port_name, port: $port, targetPort: $port},"
+        endpoint_ports="$endpoint_ports{name: $port_name, port: $port},"
+    done
+    cat <<EOF
+---
+apiVersion: v1
+kind: Service
+metadata: {name: $name, namespace: $KFP_NAMESPACE}
+spec: {ports: [${ports%,}]}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: $name, namespace: $KFP_NAMESPACE}
+subsets: [{addresses: [{ip: $GATEWAY}], ports: [${endpoint_ports%,}]}]
+EOF
+}
+
+apply_kfp_objects() {
+    local argo kfp
+    argo="$(module_dir github.com/argoproj/argo-workflows/v3)"
+    kfp="$(module_dir github.com/kubeflow/pipelines)"
+    # CRDs from the modules the binaries were built from (Go's module cache, checked by .ci/cluster/go.sum)
+    kubectl_admin create $(printf -- ' -f %s' "$argo"/manifests/base/crds/minimal/argoproj.io_*.yaml) >/dev/null
+    kubectl_admin create -f "$kfp/manifests/kustomize/base/pipeline/cluster-scoped/scheduled-workflow-crd.yaml" \
+        >/dev/null
+    kubectl_admin create namespace "$KFP_NAMESPACE" >/dev/null
+    {
+        host_service ml-pipeline "$KFP_HTTP_PORT:http" "$KFP_GRPC_PORT:grpc"
+        host_service minio-service "$S3_PORT:http"
+        host_service metadata-grpc-service "$MLMD_PORT:grpc-api"
+        echo ---
+        sed -e "s/@NAMESPACE@/$KFP_NAMESPACE/g" -e "s/@S3_KEY@/$S3_KEY/g" \
+            -e "s|@ARGOEXEC@|slipway.local/argoexec:$ARGO_VERSION|g" \
+            -e "s|@WORKFLOW_CONTROLLER@|slipway.local/workflow-controller:$ARGO_VERSION|g" \
+            "$HERE/kfp-objects.yaml"
+    } | kubectl_admin apply -f - >/dev/null
+    wait_for "kfp service accounts" 60 kubectl_admin -n "$KFP_NAMESPACE" get serviceaccount pipeline-runner
+}
+
+start_kfp_servers() {
+    local home="$STATE/kfp-home"
+    mkdir -p "$home/.kube" "$STATE/kfp-config" "$(dirname "$PERSISTENCE_TOKEN")"
+    cp "$STATE/kfp.kubeconfig" "$home/.kube/config"  # KFP's API server reads its ScheduledWorkflow client from here
+    sed "s/@S3_KEY@/$S3_KEY/g" "$HERE/kfp-apiserver.json" > "$STATE/kfp-config/config.json"
+    kubectl_admin -n "$KFP_NAMESPACE" create token ml-pipeline-persistenceagent --duration 24h \
+        --audience pipelines.kubeflow.org > "$PERSISTENCE_TOKEN"
+    local env=(env HOME="$home" KUBECONFIG="$STATE/kfp.kubeconfig" POD_NAMESPACE="$KFP_NAMESPACE"
+        DBCONFIG_MYSQLCONFIG_HOST=127.0.0.1 DBCONFIG_MYSQLCONFIG_PORT="$KFP_DB_PORT" DBCONFIG_MYSQLCONFIG_USER=root
+        DBCONFIG_MYSQLCONFIG_PASSWORD= MINIO_SERVICE_SERVICE_HOST="$GATEWAY" MINIO_SERVICE_SERVICE_PORT="$S3_PORT"
+        ML_PIPELINE_VISUALIZATIONSERVER_SERVICE_HOST=127.0.0.1 ML_PIPELINE_VISUALIZATIONSERVER_SERVICE_PORT=1
+        V2_DRIVER_IMAGE="slipway.local/kfp-driver:$KFP_VERSION"
+        V2_LAUNCHER_IMAGE="slipway.local/kfp-launcher:$KFP_VERSION")
+    start_daemon kfp-apiserver "${env[@]}" "$BIN/kfp-apiserver" --config "$STATE/kfp-config" \
+        --rpcPortFlag "$GATEWAY:$KFP_GRPC_PORT" --httpPortFlag "$GATEWAY:$KFP_HTTP_PORT" --logtostderr=true
+    wait_for "kfp-apiserver" 120 "$PYTHON" -c \
+        "import urllib.request as u; u.urlopen('http://$GATEWAY:$KFP_HTTP_PORT/apis/v2beta1/healthz')"
+    start_daemon kfp-persistence-agent "${env[@]}" "$BIN/kfp-persistence-agent" \
+        --kubeconfig "$STATE/kfp.kubeconfig" --namespace "$KFP_NAMESPACE" --mlPipelineAPIServerName "$GATEWAY" \
+        --mlPipelineServiceHttpPort "$KFP_HTTP_PORT" --mlPipelineServiceGRPCPort "$KFP_GRPC_PORT" \
+        --ttlSecondsAfterWorkflowFinish 86400
+    start_daemon kfp-scheduledworkflow "${env[@]}" "$BIN/kfp-scheduledworkflow" \
+        --kubeconfig "$STATE/kfp.kubeconfig" --namespace "$KFP_NAMESPACE" --mlPipelineAPIServerName "$GATEWAY" \
+        --mlPipelineServiceGRPCPort "$KFP_GRPC_PORT"
+    wait_for "workflow-controller" 120 sh -c "kubectl --kubeconfig '$STATE/admin.kubeconfig' -n $KFP_NAMESPACE \
+        get deploy workflow-controller -o jsonpath='{.status.readyReplicas}' | grep -qx 1"
+}

@@ -1,0 +1,244 @@
+# The Kubernetes layer of the single-node cluster (sourced by .ci/kfp-cluster): packages, the pod network, etcd,
+# the control plane, containerd with the infrastructure images, kubelet, kube-proxy and cluster DNS, and the
+# cleanup of all of it.
+
+K8S_DAEMONS="etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy dns"
+CONTAINERD_SOCK="$STATE/containerd/containerd.sock"
+PAUSE_IMAGE=slipway.local/pause:catatonit
+PACKAGES="containerd:containerd runc:runc etcd:etcd-server catatonit:catatonit iptables:iptables \
+conntrack:conntrack openssl:openssl mariadbd:mariadb-server /usr/lib/cni/bridge:containernetworking-plugins"
+
+install_packages() {
+    local spec missing=()
+    for spec in $PACKAGES; do  # a command name, or a path for packages that put nothing on PATH
+        if [[ "${spec%%:*}" == /* ]]; then [ -e "${spec%%:*}" ] || missing+=("${spec##*:}")
+        else command -v "${spec%%:*}" >/dev/null 2>&1 || missing+=("${spec##*:}"); fi
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "kfp-cluster: installing ${missing[*]} from Debian" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+preflight() {
+    local name
+    for name in $DAEMONS; do
+        running "$name" && die "$name is already running (pid $(cat "$RUN/$name.pid")): run '$0 down' first"
+    done
+    ip link show "$BRIDGE" >/dev/null 2>&1 && die "the bridge $BRIDGE exists (a killed run?): run '$0 down' first"
+    local port
+    for port in "127.0.0.1:$ETCD_PORT" "127.0.0.1:$((ETCD_PORT + 1))" "127.0.0.1:$KFP_DB_PORT"; do
+        if (exec 3<>"/dev/tcp/${port%:*}/${port#*:}") 2>/dev/null; then
+            die "port $port is in use (another cluster, or a killed run: '$0 down')"
+        fi
+    done
+    return 0
+}
+
+make_network() {
+    # Our own bridge and address, before anything binds to it; the CNI bridge plugin adopts it.
+    ip link add "$BRIDGE" type bridge
+    ip addr add "$GATEWAY/16" dev "$BRIDGE"
+    ip link set "$BRIDGE" up
+    ip route add blackhole "$SERVICE_CIDR"  # a ClusterIP kube-proxy has not rewritten goes nowhere
+    sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+    # Pods talk to each other and to this host's processes on the bridge, never beyond this machine.
+    iptables -N SLIPWAY-EGRESS
+    iptables -A SLIPWAY-EGRESS -d "$POD_CIDR" -j RETURN
+    iptables -A SLIPWAY-EGRESS -j DROP
+    iptables -I FORWARD -s "$POD_CIDR" -j SLIPWAY-EGRESS
+    mkdir -p "$STATE/cni" "$STATE/cni-ipam"
+    cat > "$STATE/cni/10-slipway.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "slipway", "plugins": [
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "isDefaultGateway": true, "ipMasq": false,
+   "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$STATE/cni-ipam",
+            "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$GATEWAY", "rangeStart": "10.88.1.2"}]]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}},
+  {"type": "loopback"}]}
+EOF
+}
+
+start_control_plane() {
+    rm -rf "$STATE/etcd"
+    start_daemon etcd etcd --name slipway --data-dir "$STATE/etcd" \
+        --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+        --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
+        --initial-cluster "slipway=http://127.0.0.1:$((ETCD_PORT + 1))"
+    start_daemon kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
+        --bind-address "$GATEWAY" --advertise-address "$GATEWAY" --secure-port "$API_PORT" \
+        --service-cluster-ip-range "$SERVICE_CIDR" --client-ca-file "$PKI/ca.crt" \
+        --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+        --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" \
+        --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+        --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+        --service-account-issuer https://kubernetes.default.svc.cluster.local \
+        --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged=true \
+        --kubelet-preferred-address-types InternalIP \
+        --profiling=false
+    wait_for "kube-apiserver" 90 kubectl_admin get --raw /readyz
+}
+
+start_controllers() {
+    local common=(--bind-address 127.0.0.1 --leader-elect=false --profiling=false)
+    start_daemon kube-controller-manager "$BIN/kube-controller-manager" "${common[@]}" \
+        --kubeconfig "$STATE/controller-manager.kubeconfig" \
+        --authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
+        --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
+        --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+        --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+        --use-service-account-credentials=true --service-cluster-ip-range "$SERVICE_CIDR" \
+        --allocate-node-cidrs=false
+    start_daemon kube-scheduler "$BIN/kube-scheduler" "${common[@]}" --kubeconfig "$STATE/scheduler.kubeconfig" \
+        --authentication-kubeconfig "$STATE/scheduler.kubeconfig" \
+        --authorization-kubeconfig "$STATE/scheduler.kubeconfig"
+}
+
+start_containerd() {
+    mkdir -p "$STATE/containerd"
+    cat > "$STATE/containerd/config.toml" <<EOF
+version = 2
+root = "$STATE/containerd/root"
+state = "$STATE/containerd/state"
+[grpc]
+  address = "$CONTAINERD_SOCK"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  # root here lacks CAP_SYS_RESOURCE: a sandbox's oom_score_adj of -998 cannot be written and runc fails without this
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/cni"
+EOF
+    start_daemon containerd containerd --config "$STATE/containerd/config.toml"
+    wait_for "containerd" 30 ctr --address "$CONTAINERD_SOCK" version
+}
+
+import_images() {
+    # The pod sandbox and KFP's and Argo's infrastructure images: one static binary each, written as OCI archives
+    # (the same binaries give the same digests) and imported into containerd's Kubernetes namespace.
+    local folder="$STATE/images/$(basename "$BIN")" spec
+    mkdir -p "$folder"
+    for spec in "pause:catatonit|/usr/bin/catatonit=/pause|/pause -P" \
+            "kfp-driver:$KFP_VERSION|$BIN/kfp-driver=/bin/driver|/bin/driver" \
+            "kfp-launcher:$KFP_VERSION|$BIN/kfp-launcher-v2=/bin/launcher-v2|/bin/launcher-v2" \
+            "argoexec:$ARGO_VERSION|$BIN/argoexec=/bin/argoexec|/bin/argoexec" \
+            "workflow-controller:$ARGO_VERSION|$BIN/workflow-controller=/bin/workflow-controller|/bin/workflow-controller"; do
+        local name="${spec%%|*}" rest="${spec#*|}"
+        local file="${rest%%|*}" entrypoint="${rest#*|}" archive="$folder/${name%%:*}.tar"
+        [ -f "$archive" ] || python3 "$HERE/oci_image.py" "$archive" "slipway.local/$name" --file "$file" \
+            --entrypoint $entrypoint >/dev/null
+        ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$archive" >/dev/null
+    done
+}
+
+start_node() {
+    mkdir -p "$STATE/kubelet"
+    : > "$STATE/resolv.conf"  # the pods' upstream resolvers: none (this machine reaches no DNS beyond ours)
+    cat > "$STATE/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $GATEWAY
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+authentication: {anonymous: {enabled: false}, webhook: {enabled: true}, x509: {clientCAFile: $PKI/ca.crt}}
+authorization: {mode: Webhook}
+tlsCertFile: $PKI/kubelet.crt
+tlsPrivateKeyFile: $PKI/kubelet.key
+cgroupDriver: cgroupfs
+failSwapOn: false
+clusterDNS: [$DNS_IP]
+clusterDomain: cluster.local
+resolvConf: $STATE/resolv.conf
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+serializeImagePulls: false
+evictionHard: {memory.available: 200Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+EOF
+    start_daemon kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
+        --root-dir "$STATE/kubelet" --hostname-override "$NODE" --node-ip "$GATEWAY"
+    cat > "$STATE/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
+mode: iptables
+clusterCIDR: $POD_CIDR
+hostnameOverride: $NODE
+bindAddress: $GATEWAY
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+nodePortAddresses: [$GATEWAY/32]
+conntrack: {maxPerCore: 0}
+EOF
+    start_daemon kube-proxy "$BIN/kube-proxy" --config "$STATE/kube-proxy.yaml"
+    start_daemon dns python3 "$HERE/dns.py" --listen "$GATEWAY:53" --server "https://$GATEWAY:$API_PORT" \
+        --ca "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key"
+}
+
+wait_node_ready() {
+    wait_for "kubelet" 120 sh -c "kubectl --kubeconfig '$STATE/admin.kubeconfig' get node '$NODE' \
+        -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+    # The DNS Service's ClusterIP, answered by dns.py on the bridge address
+    kubectl_admin apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: {name: kube-dns, namespace: kube-system}
+spec: {clusterIP: $DNS_IP, ports: [{name: dns, port: 53, protocol: UDP, targetPort: 53}]}
+---
+apiVersion: v1
+kind: Endpoints
+metadata: {name: kube-dns, namespace: kube-system}
+subsets: [{addresses: [{ip: $GATEWAY}], ports: [{name: dns, port: 53, protocol: UDP}]}]
+EOF
+    wait_for "default service account" 60 kubectl_admin -n default get serviceaccount default
+}
+
+stop_daemon() {
+    local name="$1" pid
+    [ -f "$RUN/$name.pid" ] || return 0
+    pid="$(cat "$RUN/$name.pid")"
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+        local deadline=$((SECONDS + 10))
+        while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+        kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$RUN/$name.pid"
+}
+
+clean_containers() {
+    # Containers outlive containerd (their shims keep them): kill them by the shim's namespace argument, then
+    # unmount whatever kubelet and containerd mounted under the state folder.
+    pkill -KILL -f "containerd-shim-runc-v2 -namespace k8s.io -address $CONTAINERD_SOCK" 2>/dev/null || true
+    local mount
+    grep -o " $STATE/[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r mount; do
+        umount -l "$mount" 2>/dev/null || true
+    done
+    rm -rf "$STATE/containerd/state" "$STATE/kubelet" "$STATE/cni-ipam"
+    local controller
+    for controller in /sys/fs/cgroup/*/kubepods; do
+        [ -d "$controller" ] && find "$controller" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    done
+    return 0
+}
+
+clean_network() {
+    local netns
+    for netns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$netns" || true; done
+    ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
+    ip route del blackhole "$SERVICE_CIDR" 2>/dev/null || true
+    # Drop the chains kube-proxy, the CNI plugins and this script made, and every rule jumping to them.
+    local table
+    for table in filter nat mangle; do
+        iptables-save -t "$table" | grep -Ev '^:(KUBE-|CNI-|SLIPWAY-)|^-A (KUBE-|CNI-|SLIPWAY-)|-j (KUBE-|CNI-|SLIPWAY-)' \
+            | iptables-restore 2>/dev/null || true
+    done
+    return 0
+}
