@@ -31,18 +31,22 @@ start_kfp_stores() {
             || die "mariadb-install-db failed (log: $RUN/mariadb-install.log)"
     fi
     start_daemon mariadb mariadbd --no-defaults --user=root --datadir="$STATE/mysql" \
-        --socket="$STATE/mysql.sock" --bind-address=127.0.0.1 --port="$KFP_DB_PORT" --skip-name-resolve \
+        --socket="$STATE/mysql.sock" --bind-address="$GATEWAY" --port="$KFP_DB_PORT" --skip-name-resolve \
         --sql-mode=NO_ENGINE_SUBSTITUTION  # KFP's schema migration relies on MySQL's non-strict defaults
     start_daemon object-store "$ROOT/.venv/bin/moto_server" -H "$GATEWAY" -p "$S3_PORT"
     start_daemon mlmd "$PYTHON" -m slipway.core.mlmd_server --sqlite "$STATE/mlmd.sqlite" \
         --address "$GATEWAY:$MLMD_PORT"
     wait_for "mariadb" 60 mariadb --no-defaults --socket="$STATE/mysql.sock" -uroot -e "select 1"
+    # KFP's API server connects over TCP from its namespace on the bridge
+    mariadb --no-defaults --socket="$STATE/mysql.sock" -uroot -e \
+        "CREATE USER IF NOT EXISTS 'kfp'@'10.88.%'; GRANT ALL ON *.* TO 'kfp'@'10.88.%'"
     wait_for "object-store" 60 "$PYTHON" -c "import urllib.request as u; u.urlopen('http://$GATEWAY:$S3_PORT/')"
     AWS_ACCESS_KEY_ID="$S3_KEY" AWS_SECRET_ACCESS_KEY="$S3_KEY" "$PYTHON" -c "import boto3
 boto3.client('s3', endpoint_url='http://$GATEWAY:$S3_PORT', region_name='us-east-1').create_bucket(Bucket='mlpipeline')"
 }
 
 host_service() {  # host_service NAME PORT[:NAME]...: a Service without selector whose endpoint is this host
+    # (or $ENDPOINT)
     local name="$1" spec ports="" endpoint_ports=""; shift
     for spec in "$@"; do
         local port="${spec%%:*}" port_name="${spec#*:}"
@@ -60,7 +64,7 @@ spec: {ports: [${ports%,}]}
 apiVersion: v1
 kind: Endpoints
 metadata: {name: $name, namespace: $KFP_NAMESPACE}
-subsets: [{addresses: [{ip: $GATEWAY}], ports: [${endpoint_ports%,}]}]
+subsets: [{addresses: [{ip: ${ENDPOINT:-$GATEWAY}}], ports: [${endpoint_ports%,}]}]
 EOF
 }
 
@@ -74,7 +78,7 @@ apply_kfp_objects() {
         >/dev/null
     kubectl_admin create namespace "$KFP_NAMESPACE" >/dev/null
     {
-        host_service ml-pipeline "$KFP_HTTP_PORT:http" "$KFP_GRPC_PORT:grpc"
+        ENDPOINT="$KFP_ADDRESS" host_service ml-pipeline "$KFP_HTTP_PORT:http" "$KFP_GRPC_PORT:grpc"
         host_service minio-service "$S3_PORT:http"
         host_service metadata-grpc-service "$MLMD_PORT:grpc-api"
         echo ---
@@ -93,22 +97,22 @@ start_kfp_servers() {
     sed "s/@S3_KEY@/$S3_KEY/g" "$HERE/kfp-apiserver.json" > "$STATE/kfp-config/config.json"
     kubectl_admin -n "$KFP_NAMESPACE" create token ml-pipeline-persistenceagent --duration 24h \
         --audience pipelines.kubeflow.org > "$PERSISTENCE_TOKEN"
-    local env=(env HOME="$home" KUBECONFIG="$STATE/kfp.kubeconfig" POD_NAMESPACE="$KFP_NAMESPACE"
-        DBCONFIG_MYSQLCONFIG_HOST=127.0.0.1 DBCONFIG_MYSQLCONFIG_PORT="$KFP_DB_PORT" DBCONFIG_MYSQLCONFIG_USER=root
+    local env=(ip netns exec "$KFP_NETNS" env HOME="$home" KUBECONFIG="$STATE/kfp.kubeconfig" POD_NAMESPACE="$KFP_NAMESPACE"
+        DBCONFIG_MYSQLCONFIG_HOST="$GATEWAY" DBCONFIG_MYSQLCONFIG_PORT="$KFP_DB_PORT" DBCONFIG_MYSQLCONFIG_USER=kfp
         DBCONFIG_MYSQLCONFIG_PASSWORD= MINIO_SERVICE_SERVICE_HOST="$GATEWAY" MINIO_SERVICE_SERVICE_PORT="$S3_PORT"
         ML_PIPELINE_VISUALIZATIONSERVER_SERVICE_HOST=127.0.0.1 ML_PIPELINE_VISUALIZATIONSERVER_SERVICE_PORT=1
         V2_DRIVER_IMAGE="slipway.local/kfp-driver:$KFP_VERSION"
         V2_LAUNCHER_IMAGE="slipway.local/kfp-launcher:$KFP_VERSION")
     start_daemon kfp-apiserver "${env[@]}" "$BIN/kfp-apiserver" --config "$STATE/kfp-config" \
-        --rpcPortFlag "$GATEWAY:$KFP_GRPC_PORT" --httpPortFlag "$GATEWAY:$KFP_HTTP_PORT" --logtostderr=true
+        --rpcPortFlag ":$KFP_GRPC_PORT" --httpPortFlag ":$KFP_HTTP_PORT" --logtostderr=true
     wait_for "kfp-apiserver" 120 "$PYTHON" -c \
-        "import urllib.request as u; u.urlopen('http://$GATEWAY:$KFP_HTTP_PORT/apis/v2beta1/healthz')"
+        "import urllib.request as u; u.urlopen('http://$KFP_ADDRESS:$KFP_HTTP_PORT/apis/v2beta1/healthz')"
     start_daemon kfp-persistence-agent "${env[@]}" "$BIN/kfp-persistence-agent" \
-        --kubeconfig "$STATE/kfp.kubeconfig" --namespace "$KFP_NAMESPACE" --mlPipelineAPIServerName "$GATEWAY" \
+        --kubeconfig "$STATE/kfp.kubeconfig" --namespace "$KFP_NAMESPACE" --mlPipelineAPIServerName "$KFP_ADDRESS" \
         --mlPipelineServiceHttpPort "$KFP_HTTP_PORT" --mlPipelineServiceGRPCPort "$KFP_GRPC_PORT" \
         --ttlSecondsAfterWorkflowFinish 86400
     start_daemon kfp-scheduledworkflow "${env[@]}" "$BIN/kfp-scheduledworkflow" \
-        --kubeconfig "$STATE/kfp.kubeconfig" --namespace "$KFP_NAMESPACE" --mlPipelineAPIServerName "$GATEWAY" \
+        --kubeconfig "$STATE/kfp.kubeconfig" --namespace "$KFP_NAMESPACE" --mlPipelineAPIServerName "$KFP_ADDRESS" \
         --mlPipelineServiceGRPCPort "$KFP_GRPC_PORT"
     wait_for "workflow-controller" 120 sh -c "kubectl --kubeconfig '$STATE/admin.kubeconfig' -n $KFP_NAMESPACE \
         get deploy workflow-controller -o jsonpath='{.status.readyReplicas}' | grep -qx 1"

@@ -5,7 +5,7 @@
 K8S_DAEMONS="etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-proxy dns"
 CONTAINERD_SOCK="$STATE/containerd/containerd.sock"
 PAUSE_IMAGE=slipway.local/pause:catatonit
-PACKAGES="containerd:containerd runc:runc etcd:etcd-server catatonit:catatonit iptables:iptables \
+PACKAGES="containerd:containerd runc:runc catatonit:catatonit iptables:iptables \
 conntrack:conntrack openssl:openssl mariadbd:mariadb-server /usr/lib/cni/bridge:containernetworking-plugins"
 
 install_packages() {
@@ -27,7 +27,7 @@ preflight() {
     done
     ip link show "$BRIDGE" >/dev/null 2>&1 && die "the bridge $BRIDGE exists (a killed run?): run '$0 down' first"
     local port
-    for port in "127.0.0.1:$ETCD_PORT" "127.0.0.1:$((ETCD_PORT + 1))" "127.0.0.1:$KFP_DB_PORT"; do
+    for port in "127.0.0.1:$ETCD_PORT" "127.0.0.1:$((ETCD_PORT + 1))"; do
         if (exec 3<>"/dev/tcp/${port%:*}/${port#*:}") 2>/dev/null; then
             die "port $port is in use (another cluster, or a killed run: '$0 down')"
         fi
@@ -47,6 +47,14 @@ make_network() {
     iptables -A SLIPWAY-EGRESS -d "$POD_CIDR" -j RETURN
     iptables -A SLIPWAY-EGRESS -j DROP
     iptables -I FORWARD -s "$POD_CIDR" -j SLIPWAY-EGRESS
+    # KFP's API server, agent and controller run in a namespace of their own, joined to the bridge.
+    ip netns add "$KFP_NETNS"
+    ip link add slipway-kfp0 type veth peer name slipway-kfp1
+    ip link set slipway-kfp1 netns "$KFP_NETNS"
+    ip link set slipway-kfp0 master "$BRIDGE" up
+    ip -n "$KFP_NETNS" addr add "$KFP_ADDRESS/16" dev slipway-kfp1
+    ip -n "$KFP_NETNS" link set slipway-kfp1 up
+    ip -n "$KFP_NETNS" link set lo up
     mkdir -p "$STATE/cni" "$STATE/cni-ipam"
     cat > "$STATE/cni/10-slipway.conflist" <<EOF
 {"cniVersion": "0.4.0", "name": "slipway", "plugins": [
@@ -61,7 +69,7 @@ EOF
 
 start_control_plane() {
     rm -rf "$STATE/etcd"
-    start_daemon etcd etcd --name slipway --data-dir "$STATE/etcd" \
+    start_daemon etcd "$BIN/etcd" --name slipway --data-dir "$STATE/etcd" \
         --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
         --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
         --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
@@ -232,6 +240,7 @@ clean_containers() {
 clean_network() {
     local netns
     for netns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$netns" || true; done
+    ip netns delete "$KFP_NETNS" 2>/dev/null || true
     ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
     ip route del blackhole "$SERVICE_CIDR" 2>/dev/null || true
     # Drop the chains kube-proxy, the CNI plugins and this script made, and every rule jumping to them.
