@@ -27,7 +27,9 @@ def ingest(
     regression it keeps its value, as a float. The task is recorded in the metadata for the later steps.
 
     Args:
-        data: The input file or folder: a local path (on a cluster, a path on the step's mounted volume).
+        data: The input file or folder: a local path (on a cluster, a path on the step's mounted volume) or an
+            object-store URI (s3://bucket/path, with the object-store Secret's settings), copied to the step's
+            scratch space first.
         label: The label column (or, for images, the name the class-id feature gets).
         key: The column whose hash assigns rows to splits; empty hashes the whole row.
         splits: Split weights, e.g. "train:8,eval:1,test:1".

@@ -25,7 +25,7 @@ import slipway  # noqa: F401  (environment defaults before tensorflow)
 from slipway.components.ingest.task import LabelSummary, as_number, decide_task
 from slipway.core.artifacts import EXAMPLES_META, sha256_file, staged_output, write_json
 from slipway.core.errors import SlipwayError, option_name
-from slipway.core.storage import local_path
+from slipway.core.storage import is_remote, local_copy, local_path
 from slipway.core.tasks import CLASSIFICATION, REGRESSION, requested_task
 
 CSV_SUFFIXES = (".csv",)
@@ -903,10 +903,18 @@ def run(
 ) -> dict:
     """Read `data`, write Split-<name>/ TFRecord shards under `output_dir`, return the artifact metadata.
 
+    data: a local path, or an object-store URI (s3://...), copied to the step's scratch space first (the readers
+    take local files) and named by its URI in the metadata's sources.
     data_format: auto (detected, see detect_format), csv, parquet, images, cifar10 or tfrecord. For images and
     cifar10, `label` names the output class-id feature (empty = "label") and image_size is "" or "HxW".
     task: auto (the rule in task.py), classification or regression; images and cifar10 are classification.
     """
+    if is_remote(data):
+        with local_copy(str(data), option_name("data")) as copy:
+            meta = run(str(copy), output_dir, label, key, splits, rows_per_shard, data_format, image_size, task)
+        for source in meta["sources"]:  # the raw data as the user named it, not the scratch copy
+            source["path"] = str(data).rstrip("/") + source["path"][len(str(copy)):]
+        return meta
     from slipway.components.ingest.shards import SplitShards
 
     task = requested_task(task)

@@ -163,3 +163,26 @@ def test_missing_key_column(csv_file: Path, tmp_path: Path):
     with pytest.raises(SlipwayError, match=r"data.csv: key column 'trip_id' not found \(columns: id, age"):
         executor.run(str(csv_file), str(tmp_path / "o"), label="label", key="trip_id")
     assert not (tmp_path / "o").exists()
+
+
+def test_object_store_data_reads_like_the_local_file_and_is_named_by_its_uri(csv_file: Path, tmp_path: Path,
+                                                                              loopback_s3_env):
+    from slipway.core import storage
+    from slipway.core.testing import environment
+
+    local = executor.run(str(csv_file), str(tmp_path / "local"), "label")
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "data.csv").write_bytes(csv_file.read_bytes())
+    with environment(loopback_s3_env):
+        storage.copy_tree(str(tmp_path / "raw"), "s3://slipway-test/raw")
+        remote = executor.run("s3://slipway-test/raw/data.csv", str(tmp_path / "remote"), "label")
+        folder = executor.run("s3://slipway-test/raw/", str(tmp_path / "folder"), "label")
+        with pytest.raises(SlipwayError, match=r"^data s3://slipway-test/raw/nope.csv: no such file or folder$"):
+            executor.run("s3://slipway-test/raw/nope.csv", str(tmp_path / "missing"), "label")
+    assert remote["splits"] == local["splits"] and remote["columns"] == local["columns"]
+    for split in ("train", "eval"):
+        assert read_examples(tmp_path / "remote", split) == read_examples(tmp_path / "local", split)
+    (source,) = remote["sources"]
+    assert source["path"] == "s3://slipway-test/raw/data.csv" and source["sha256"] == local["sources"][0]["sha256"]
+    assert [s["path"] for s in folder["sources"]] == ["s3://slipway-test/raw/data.csv"]
+    assert not (tmp_path / "missing").exists()

@@ -7,11 +7,14 @@ which on a cluster are filled from a Kubernetes Secret, never from literal value
 
 from __future__ import annotations
 
+import contextlib
 import glob as local_glob
 import os
 import re
 import shutil
+import tempfile
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 
 from slipway.core.errors import SlipwayError
@@ -127,3 +130,29 @@ def copy_tree(source: str, destination: str) -> int:
             gfile.copy(join(folder, name), join(target, name), overwrite=True)
             copied += 1
     return copied
+
+
+@contextlib.contextmanager
+def local_copy(uri: str, what: str) -> Iterator[Path]:
+    """A copy of the object-store file or folder at uri in a scratch folder (under TMPDIR), removed afterwards: for
+    inputs read by libraries that take only local files. what: the input as the caller knows it (data)."""
+    import tensorflow as tf
+
+    ensure_filesystems(uri)
+    gfile = _gfile()
+    scratch = Path(tempfile.mkdtemp(prefix="slipway-input-"))
+    try:
+        try:
+            if not gfile.exists(uri):
+                raise SlipwayError(f"{what} {uri}: no such file or folder")
+            target = scratch / uri.rstrip("/").rsplit("/", 1)[-1]
+            if gfile.isdir(uri):
+                copy_tree(uri, str(target))
+            else:
+                gfile.copy(uri, str(target))
+        except tf.errors.OpError as exc:  # credentials, endpoint, bucket: the store's own words, one line
+            raise SlipwayError(f"{what} {uri}: {' '.join(str(exc.message).split())}") from exc
+        yield target
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
