@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 PIPELINE_RUN = "slipway.PipelineRun"
 PIPELINE = "slipway.Pipeline"
+KFP_TYPE_PREFIX = "system."  # the types KFP's launcher records artifacts and executions under
 ENV_STORE = "SLIPWAY_LINEAGE"
 ENV_RUN_ID = "SLIPWAY_RUN_ID"
 ENV_PIPELINE = "SLIPWAY_PIPELINE"
@@ -236,12 +237,21 @@ class MlmdLineage:
         return artifact
 
     def _find_artifact(self, art: ArtifactRecord):
-        candidates = self._store.get_artifacts_by_uri(art.uri)
+        candidates = self._own(self._store.get_artifacts_by_uri(art.uri))
         wanted_hash = art.properties.get("sha256")
         for candidate in sorted(candidates, key=lambda a: a.id, reverse=True):
             if wanted_hash is None or _prop(candidate.custom_properties.get("sha256")) == wanted_hash:
                 return candidate
         return None
+
+    def _own(self, artifacts: list) -> list:
+        """The artifacts Slipway's steps recorded. On Kubeflow the same store holds KFP's own record of each artifact
+        at the same URI (types system.*, written by its launcher), whose events stop at the step: ours reach back to
+        the raw files KFP never sees."""
+        if not artifacts:
+            return []
+        types = {t.id: t.name for t in self._store.get_artifact_types_by_id(list({a.type_id for a in artifacts}))}
+        return [a for a in artifacts if not types[a.type_id].startswith(KFP_TYPE_PREFIX)]
 
     def _context(self, type_name: str, name: str):
         from ml_metadata.proto import metadata_store_pb2 as pb
@@ -291,7 +301,8 @@ class MlmdLineage:
         """The artifact at `uri` and everything upstream of it, depth first, down to raw files."""
         from ml_metadata.proto import metadata_store_pb2 as pb
 
-        start = sorted(self._store.get_artifacts_by_uri(uri), key=lambda a: a.id)
+        candidates = self._store.get_artifacts_by_uri(uri)
+        start = sorted(self._own(candidates) or candidates, key=lambda a: a.id)
         if not start:
             return []
         nodes: list[LineageNode] = []

@@ -100,7 +100,11 @@ class Step:
         if exc is not None:
             progress.say(f"{self.component} failed: {error}")
             if isinstance(exc, SlipwayError) and _kfp_executor_output_file() is not None:
-                raise SystemExit(exc.exit_code) from None
+                # Exit now, as a success does: after tensorflow-io's S3 client was used, the interpreter's teardown
+                # can abort ("pure virtual method called", status 134), which would hide the 2 or 3 (seen on KFP).
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(exc.exit_code)
         else:
             fact = step_facts.describe(self.component, {o.name: o.properties for o in self.outputs}, self.params)
             progress.say(f"{self.component} done in {finished - self.started:.1f} s" + (f": {fact}" if fact else ""))

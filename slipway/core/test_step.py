@@ -150,3 +150,37 @@ def test_an_unreachable_store_fails_the_step_before_its_work(monkeypatch):
           Step("ingest", lineage_store=f"grpc://127.0.0.1:{free_port()}")):
         worked.append(True)
     assert not worked
+
+
+def kfp_launcher_records(store_uri: str, uri: str, type_name: str) -> None:
+    """What KFP's launcher writes after a task: its own artifact (a system.* type) at the output's URI, produced by
+    its own execution (which knows nothing of the task's raw inputs)."""
+    from ml_metadata.proto import metadata_store_pb2 as pb
+
+    store = lineage.open_store(store_uri)._store
+    artifact_type = store.put_artifact_type(pb.ArtifactType(name=type_name))
+    execution_type = store.put_execution_type(pb.ExecutionType(name="system.ContainerExecution"))
+    [artifact_id] = store.put_artifacts([pb.Artifact(type_id=artifact_type, uri=uri)])
+    [execution_id] = store.put_executions([pb.Execution(type_id=execution_type)])
+    store.put_events([pb.Event(artifact_id=artifact_id, execution_id=execution_id, type=pb.Event.OUTPUT)])
+
+
+def test_lineage_links_and_traces_slipways_records_past_kfps_own_at_the_same_uri(store_uri: str, tmp_path: Path):
+    data = tmp_path / "d.csv"
+    data.write_text("a,b\n1,2\n")
+    examples = SimpleNamespace(uri="minio://mlpipeline/run/ingest/examples", path=str(tmp_path / "ex"), metadata={})
+    (tmp_path / "ex").mkdir()
+    with Step("ingest") as step:
+        step.input_file("data", "RawData", str(data))
+        step.output("examples", "Examples", examples, {})
+    kfp_launcher_records(store_uri, examples.uri, "system.Dataset")
+    model = SimpleNamespace(uri="minio://mlpipeline/run/train/model", path=str(tmp_path / "model"), metadata={})
+    (tmp_path / "model").mkdir()
+    with Step("train") as step:
+        step.input("examples", "Examples", examples.uri)
+        step.output("model", "Model", model, {})
+    kfp_launcher_records(store_uri, model.uri, "system.Model")
+    chain = lineage.open_store(store_uri).trace(model.uri)
+    assert [(node.artifact.type_name, node.produced_by) for node in chain] == [
+        ("Model", "train"), ("Examples", "ingest"), ("RawData", None)]
+    assert chain[-1].artifact.uri == str(data)
