@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import urllib.error
 import urllib.request
@@ -175,6 +176,12 @@ def test_submit_wait_exits_0_on_success_and_1_on_failure(kfp, capsys):
     assert run(kfp, "submit", "--experiment", "e", *REQUIRED, "--wait", "--timeout", "60") == 1
     line = one_error(capsys)
     assert "FAILED" in line and "OOMKilled" in line
+
+    kfp.fake.run_error, kfp.fake.failed_task = "", "ingest"  # a step failed: KFP 2.14 names it, with no error
+    assert run(kfp, "submit", "--experiment", "e", *REQUIRED, "--wait", "--timeout", "60") == 1
+    line = one_error(capsys)
+    assert re.search(r"FAILED: step ingest failed; its one-line error ends the step's log \(\[slipway\] ingest failed: "
+                     r"\.\.\.\), on the run page's Logs tab: http://127\.0\.0\.1:\d+/#/runs/details/", line), line
 
     kfp.fake.run_states = ["PENDING", "RUNNING"]
     assert run(kfp, "submit", "--experiment", "e", *REQUIRED, "--wait", "--timeout", "0.05") == 1

@@ -246,6 +246,7 @@ class FakeKfp:
         self.tag_name = tag_name
         self.run_states: list[str] = ["PENDING", "RUNNING", "SUCCEEDED"]
         self.run_error = ""  # the error message of runs whose last state is FAILED
+        self.failed_task = ""  # the task a FAILED run's details name as failed (KFP 2.14 leaves its error empty)
         self.pipelines: dict[str, dict] = {}
         self.pipeline_status: dict[str, str] = {}  # READY, or e.g. DELETING: listed only when READY
         self.versions: dict[str, dict] = {}
@@ -446,6 +447,10 @@ class FakeKfp:
             run["finished_at"] = now
         if state == "FAILED" and self.run_error:
             run["error"] = {"code": 2, "message": self.run_error}
+        if state == "FAILED" and self.failed_task:  # as KFP's persistence agent reports an Argo node that failed
+            run["run_details"] = {"task_details": [
+                {"run_id": run["run_id"], "display_name": name, "state": "FAILED", "create_time": now}
+                for name in ("root", self.failed_task, f"{self.failed_task}-driver")]}
 
     def RecurringRunService_CreateRecurringRun(self, identity, path, query, body):
         experiment = self._experiment(body.get("experiment_id", ""))

@@ -108,7 +108,8 @@ def submit(args) -> int:
         print(f"  {url}")
         if not args.wait:
             return 0
-        return _follow(session, run.run_id, args.timeout, url)
+        steps = set(split_stored_spec(version.pipeline_spec).get("root", {}).get("dag", {}).get("tasks", {}))
+        return _follow(session, run.run_id, args.timeout, url, steps)
 
 
 def _pipeline_version(session: Session, args, values: dict) -> tuple:
@@ -119,8 +120,9 @@ def _pipeline_version(session: Session, args, values: dict) -> tuple:
     return pipeline, version, check_parameters(values, root_inputs(spec), pipeline.display_name)
 
 
-def _follow(session: Session, run_id: str, timeout: float | None, url: str) -> int:
-    """Poll the run with growing pauses, printing each state change; 0 once it succeeded, 1 otherwise."""
+def _follow(session: Session, run_id: str, timeout: float | None, url: str, steps: set[str] = frozenset()) -> int:
+    """Poll the run with growing pauses, printing each state change; 0 once it succeeded, 1 otherwise. steps: the
+    pipeline's task names, to name the ones that failed (KFP leaves a run's error empty when a step fails)."""
     started, pause, failures, state = time.monotonic(), POLL_FIRST_S, 0, None
     while True:
         try:
@@ -144,9 +146,21 @@ def _follow(session: Session, run_id: str, timeout: float | None, url: str) -> i
         pause = min(pause * POLL_GROWTH, POLL_MAX_S)
     if state == "SUCCEEDED":
         return 0
-    reason = run.error.message if run.error and run.error.message else "no error message from the server"
-    print(f"error: run {run_id} {state}: {session.redact(reason)}", file=sys.stderr)
+    reason = run.error.message if run.error and run.error.message else ""
+    failed = _failed_steps(run, steps)
+    if failed and not reason:
+        reason = (f"step {', '.join(failed)} failed; its one-line error ends the step's log ([slipway] {failed[0]} "
+                  f"failed: ...), on the run page's Logs tab: {url}")
+    print(f"error: run {run_id} {state}: {session.redact(reason or 'no error message from the server')}",
+          file=sys.stderr)
     return 1
+
+
+def _failed_steps(run, steps: set[str]) -> list[str]:
+    """The pipeline's tasks that failed in this run, by name, from the run's task details."""
+    details = getattr(run, "run_details", None)
+    tasks = (details.task_details if details else None) or []
+    return sorted({task.display_name for task in tasks if task.state == "FAILED" and task.display_name in steps})
 
 
 def schedule(args) -> int:
