@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from slipway.components.ingest import executor
+from slipway.core import lineage
 from slipway.core.artifacts import examples_meta, split_files
 from slipway.core.errors import SlipwayError
+from slipway.core.step import Step
 
 HEADER = "id,age,income,city,label\n"
 
@@ -185,4 +187,8 @@ def test_object_store_data_reads_like_the_local_file_and_is_named_by_its_uri(csv
     (source,) = remote["sources"]
     assert source["path"] == "s3://slipway-test/raw/data.csv" and source["sha256"] == local["sources"][0]["sha256"]
     assert [s["path"] for s in folder["sources"]] == ["s3://slipway-test/raw/data.csv"]
+    with environment({**loopback_s3_env, lineage.ENV_STORE: lineage.sqlite_uri(tmp_path / "m.sqlite")}), \
+            Step("ingest") as step:
+        step.input_file("data", "RawData", source["path"], sha256=source["sha256"])  # as component.py records it
+    assert step.inputs[0].uri == "s3://slipway-test/raw/data.csv"  # not made a local path
     assert not (tmp_path / "missing").exists()

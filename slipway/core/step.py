@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any
 
-from slipway.core import lineage, progress, step_facts
+from slipway.core import lineage, progress, step_facts, storage
 from slipway.core.artifacts import sha256_file
 from slipway.core.errors import SlipwayError
 
@@ -56,8 +56,10 @@ class Step:
         self.inputs.append(lineage.ArtifactRecord(name, type_name, _uri(artifact), _kfp_metadata(artifact)))
 
     def input_file(self, name: str, type_name: str, path: str, sha256: str | None = None) -> None:
+        """Record a raw input file: a local path (made absolute) or an object-store URI, as it is."""
         digest = sha256 or sha256_file(path)
-        self.inputs.append(lineage.ArtifactRecord(name, type_name, os.path.abspath(path), {"sha256": digest}))
+        where = str(path) if storage.is_remote(path) else os.path.abspath(path)
+        self.inputs.append(lineage.ArtifactRecord(name, type_name, where, {"sha256": digest}))
 
     def output(self, name: str, type_name: str, artifact: Any, metadata: dict[str, Any] | None = None) -> None:
         """Record an output and copy its metadata onto the KFP artifact, so the KFP UI shows it too. The lineage
