@@ -67,6 +67,8 @@ APISERVER_CRDS = {  # CRD name: its schema in slipway.core.upstream (KServe's is
 def pytest_configure(config):
     config.addinivalue_line("markers", "apiserver: needs a real kube-apiserver (the session fixture `apiserver` "
                                        "starts one; its first build takes minutes)")
+    config.addinivalue_line("markers", "kfp_cluster: runs on a real single-node Kubeflow Pipelines (.ci/kfp-cluster; "
+                                       "the session fixture `kfp` starts it; root, and minutes to build cold)")
 
 
 @pytest.fixture(scope="session")
@@ -86,3 +88,13 @@ def apiserver():
         rendered = server.kubectl("kustomize", str(ROOT / "manifests" / "overlays" / "kubeflow-profile")).stdout
         server.kubectl("apply", "-f", "-", input=rendered)
         yield server
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    """The runtime, trainer and serving images, pushed to a registry on loopback (slipway.core.testing_images):
+    shared by the in-image tests and the real-KFP tier."""
+    from slipway.core.testing_images import built_images
+
+    yield from built_images(tmp_path_factory.mktemp("images"))
+

@@ -2,10 +2,10 @@
 
 Pods resolve Service names (KFP's `ml-pipeline.kubeflow`, `minio-service.kubeflow`, a user's
 `metadata-grpc-service.kubeflow:8080` lineage store) through the kubelet's clusterDNS. This answers those queries
-over UDP from the API server's Service list (refreshed every second), NXDOMAIN for other names under cluster.local
-and REFUSED for anything else: this machine reaches no DNS beyond its own. Standard library only.
+over UDP from the API server's Service list (refreshed every second) and NXDOMAIN for any other name: this machine
+reaches no DNS beyond its own. Standard library only.
 
-    python3 dns.py --listen 10.88.0.1:53 --server https://10.88.0.1:6443 --ca ca.crt --cert admin.crt --key admin.key
+    python3 dns.py --listen 10.244.0.1:53 --server https://10.244.0.1:6443 --ca ca.crt --cert admin.crt --key admin.key
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import urllib.request
 
 DOMAIN = "cluster.local"
 TTL = 5
-NOERROR, NXDOMAIN, REFUSED, FORMERR = 0, 3, 5, 1
+NOERROR, FORMERR, NXDOMAIN = 0, 1, 3
 TYPE_A = 1
 
 
@@ -85,12 +85,8 @@ def answer(packet: bytes, records: Records) -> bytes:
         return struct.pack("!HHHHHH", query_id, 0x8000 | recursion_desired | FORMERR, 0, 0, 0, 0)
     question = packet[12:end]
     address = records.lookup(name)  # short names reach us expanded by the pods' search list
-    if not name.endswith(DOMAIN):
-        rcode = REFUSED
-    elif address is None:
-        rcode = NXDOMAIN
-    else:
-        rcode = NOERROR
+    # NXDOMAIN for every name we do not know (not REFUSED, which makes some resolvers stop walking the search list)
+    rcode = NXDOMAIN if address is None else NOERROR
     answers = b""
     if address is not None and qtype == TYPE_A:
         answers = b"\xc0\x0c" + struct.pack("!HHIH", TYPE_A, 1, TTL, 4) + socket.inet_aton(address)

@@ -33,13 +33,19 @@ start_kfp_stores() {
     start_daemon mariadb mariadbd --no-defaults --user=root --datadir="$STATE/mysql" \
         --socket="$STATE/mysql.sock" --bind-address="$GATEWAY" --port="$KFP_DB_PORT" --skip-name-resolve \
         --sql-mode=NO_ENGINE_SUBSTITUTION  # KFP's schema migration relies on MySQL's non-strict defaults
-    start_daemon object-store "$ROOT/.venv/bin/moto_server" -H "$GATEWAY" -p "$S3_PORT"
+    # moto takes the first label of a host name for a bucket (virtual-hosted style) unless told the name is an
+    # endpoint: pods reach the store as minio-service.kubeflow, KFP's default
+    local endpoints="" name
+    for name in minio-service minio-service.$KFP_NAMESPACE minio-service.$KFP_NAMESPACE.svc \
+            minio-service.$KFP_NAMESPACE.svc.cluster.local; do endpoints="$endpoints,http://$name:$S3_PORT"; done
+    start_daemon object-store env MOTO_S3_CUSTOM_ENDPOINTS="${endpoints#,}" \
+        "$ROOT/.venv/bin/moto_server" -H "$GATEWAY" -p "$S3_PORT"
     start_daemon mlmd "$PYTHON" -m slipway.core.mlmd_server --sqlite "$STATE/mlmd.sqlite" \
         --address "$GATEWAY:$MLMD_PORT"
     wait_for "mariadb" 60 mariadb --no-defaults --socket="$STATE/mysql.sock" -uroot -e "select 1"
     # KFP's API server connects over TCP from its namespace on the bridge
     mariadb --no-defaults --socket="$STATE/mysql.sock" -uroot -e \
-        "CREATE USER IF NOT EXISTS 'kfp'@'10.88.%'; GRANT ALL ON *.* TO 'kfp'@'10.88.%'"
+        "CREATE USER IF NOT EXISTS 'kfp'@'${POD_CIDR%.0.0/16}.%'; GRANT ALL ON *.* TO 'kfp'@'${POD_CIDR%.0.0/16}.%'"
     wait_for "object-store" 60 "$PYTHON" -c "import urllib.request as u; u.urlopen('http://$GATEWAY:$S3_PORT/')"
     AWS_ACCESS_KEY_ID="$S3_KEY" AWS_SECRET_ACCESS_KEY="$S3_KEY" "$PYTHON" -c "import boto3
 boto3.client('s3', endpoint_url='http://$GATEWAY:$S3_PORT', region_name='us-east-1').create_bucket(Bucket='mlpipeline')"

@@ -61,7 +61,7 @@ make_network() {
   {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "isDefaultGateway": true, "ipMasq": false,
    "hairpinMode": true,
    "ipam": {"type": "host-local", "dataDir": "$STATE/cni-ipam",
-            "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$GATEWAY", "rangeStart": "10.88.1.2"}]]}},
+            "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$GATEWAY", "rangeStart": "${POD_CIDR%.0.0/16}.1.2"}]]}},
   {"type": "portmap", "capabilities": {"portMappings": true}},
   {"type": "loopback"}]}
 EOF

@@ -40,7 +40,7 @@ EOF
 }
 
 make_pki() {
-    [ -f "$PKI/done" ] && return 0
+    [ -f "$PKI/done" ] && [ "$(cat "$PKI/done")" = "$GATEWAY" ] && return 0  # made for this address
     rm -rf "$PKI"; mkdir -p "$PKI"
     openssl genrsa -out "$PKI/ca.key" 2048 2>/dev/null
     openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=slipway-cluster-ca" -days 3650 -out "$PKI/ca.crt" \
@@ -56,5 +56,5 @@ make_pki() {
     openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
     for name in admin controller-manager scheduler kubelet kube-proxy kfp; do kubeconfig "$name"; done
-    touch "$PKI/done"
+    echo "$GATEWAY" > "$PKI/done"
 }
