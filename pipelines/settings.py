@@ -23,6 +23,7 @@ from typing import Any
 
 from slipway.core.cluster import default_type
 from slipway.core.errors import SlipwayError
+from slipway.core.lineage import ENV_PIPELINE
 
 # The Secret manifests/base creates: AWS_* credentials plus the S3 endpoint settings tf.io.gfile reads.
 OBJECT_STORE_SECRET = "slipway-object-store"
@@ -176,13 +177,17 @@ class KubernetesOptions:
 
 
 def apply_kubernetes_options(task, inputs: PipelineInputs, options: KubernetesOptions, trainer: bool = False):
-    """kfp-kubernetes platform config for one step's pod; returns the task."""
+    """kfp-kubernetes platform config and environment for one step's pod; returns the task."""
     from kfp import kubernetes
 
     if options.object_store_secret:
         kubernetes.use_secret_as_env(task, secret_name=inputs.object_store_secret,
                                      secret_key_to_env={key: key for key in OBJECT_STORE_KEYS})
     kubernetes.use_field_path_as_env(task, env_name="SLIPWAY_RUN_ID", field_path=RUN_ID_FIELD)
+    # The pipeline context each step records its lineage under: the name resolve_baseline searches for the latest
+    # blessed model (the local runner sets the same variable; without it a cluster run recorded "slipway" and never
+    # found a baseline)
+    task.set_env_variable(ENV_PIPELINE, inputs.pipeline_name)
     if options.pvc:
         kubernetes.mount_pvc(task, pvc_name=options.pvc, mount_path=options.mount_path)
     if trainer:

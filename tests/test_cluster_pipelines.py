@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from slipway import compile as slipway_compile
+from slipway.core import lineage
 from slipway.pipelines.settings import OBJECT_STORE_KEYS, OBJECT_STORE_SECRET, KubernetesOptions, PipelineInputs
 from slipway.pipelines.training import build
 
@@ -144,3 +145,13 @@ def test_no_credential_reaches_a_compiled_file_from_the_environment(tmp_path: Pa
         text = path.read_text()
         leaked = [name for name, value in FAKE.items() if value in text or json.dumps(value)[1:-1] in text]
         assert not leaked, f"{path.name} carries {leaked}"
+
+
+@pytest.mark.parametrize("name", PIPELINES)
+def test_every_step_records_lineage_under_the_pipeline_name_resolve_baseline_searches(name: str):
+    spec, _ = documents(ROOT / "pipelines" / name)
+    pipeline = spec["pipelineInfo"]["name"]
+    for executor, config in spec["deploymentSpec"]["executors"].items():
+        assert {"name": lineage.ENV_PIPELINE, "value": pipeline} in config["container"].get("env", []), executor
+    resolve = task_inputs(spec, "resolve-baseline")
+    assert resolve["pipeline_name"] == {"runtimeValue": {"constant": pipeline}}
