@@ -253,3 +253,48 @@ def test_a_bad_input_fails_the_run_with_the_steps_one_line_error_and_no_artifact
                    for pod in pods.split() if pod.startswith(f"pod/{workflow}-system-container-impl"))
     assert "[slipway] ingest failed: data s3://mlpipeline/data/nope.csv: no such file or folder" in logs
     assert not [k for k in kfp.keys(f"v2/artifacts/slipway-tabular/{run_id}/") if "/examples/" in k]
+
+
+def experiment_runs(kfp: Kfp, experiment: str) -> list[dict]:
+    import urllib.parse
+    import urllib.request
+
+    with urllib.request.urlopen(f"{kfp.host}/apis/v2beta1/experiments?page_size=100", timeout=30) as answer:
+        found = [e for e in json.load(answer).get("experiments", []) if e["display_name"] == experiment]
+    if not found:
+        return []
+    query = urllib.parse.urlencode({"experiment_id": found[0]["experiment_id"], "page_size": 100})
+    with urllib.request.urlopen(f"{kfp.host}/apis/v2beta1/runs?{query}", timeout=30) as answer:
+        return json.load(answer).get("runs", [])
+
+
+def test_a_one_minute_schedule_fires_runs_that_succeed_until_unscheduled(kfp, first_run):
+    args = [arg for key, value in TAXI_PARAMS.items() for arg in ("--param", f"{key}={value}")]
+    scheduled = kfp.slipway("schedule", "--experiment", "every-minute", "--cron", "0 * * * * *", "--name",
+                            "taxi-every-minute", *args)
+    assert scheduled.returncode == 0, scheduled.stderr
+    deadline, succeeded = time.monotonic() + 720, []
+    while time.monotonic() < deadline and len(succeeded) < 2:  # the scheduled-workflow controller fires them
+        runs = experiment_runs(kfp, "every-minute")
+        assert not [r for r in runs if r["state"] == "FAILED"], runs
+        succeeded = [r for r in runs if r["state"] == "SUCCEEDED"]
+        time.sleep(10)
+    assert len(succeeded) >= 2, experiment_runs(kfp, "every-minute")
+    stopped = kfp.slipway("unschedule", "taxi-every-minute")
+    assert stopped.returncode == 0, stopped.stderr
+    before = len(experiment_runs(kfp, "every-minute"))
+    time.sleep(75)  # more than a minute: no trigger fires once unscheduled
+    assert len(experiment_runs(kfp, "every-minute")) == before
+
+
+def test_status_lists_every_component_and_a_second_up_refuses_in_one_line(kfp):
+    status = cluster("status")
+    assert status.returncode == 0, status.stdout
+    lines = status.stdout.splitlines()
+    assert {"etcd: running", "kube-apiserver: running", "kubelet: running", "kfp-apiserver: running",
+            "mlmd: running", "object-store: running"} <= set(lines)
+    again = cluster("up")
+    assert again.returncode == 1
+    last = again.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(r"kfp-cluster: etcd is already running \(pid \d+\): run '.*kfp-cluster down' first", last), \
+        again.stderr

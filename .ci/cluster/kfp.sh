@@ -24,12 +24,12 @@ module_dir() {  # module_dir MODULE: its folder in the Go module cache, at the v
 
 start_kfp_stores() {
     [ -x "$PYTHON" ] || die "missing $PYTHON (run: bash .ci/setup)"
-    if [ ! -d "$STATE/mysql/mysql" ]; then
-        rm -rf "$STATE/mysql"; mkdir -p "$STATE/mysql"
-        mariadb-install-db --no-defaults --user=root --datadir="$STATE/mysql" \
-            --auth-root-authentication-method=normal >"$RUN/mariadb-install.log" 2>&1 \
-            || die "mariadb-install-db failed (log: $RUN/mariadb-install.log)"
-    fi
+    # Every `up` starts with empty stores, as etcd does: the object store lives in memory, and KFP's cache (in its
+    # database and ML Metadata) must not point at artifacts of an earlier cluster's object store.
+    rm -rf "$STATE/mysql" "$STATE/mlmd.sqlite"; mkdir -p "$STATE/mysql"
+    mariadb-install-db --no-defaults --user=root --datadir="$STATE/mysql" \
+        --auth-root-authentication-method=normal >"$RUN/mariadb-install.log" 2>&1 \
+        || die "mariadb-install-db failed (log: $RUN/mariadb-install.log)"
     start_daemon mariadb mariadbd --no-defaults --user=root --datadir="$STATE/mysql" \
         --socket="$STATE/mysql.sock" --bind-address="$GATEWAY" --port="$KFP_DB_PORT" --skip-name-resolve \
         --sql-mode=NO_ENGINE_SUBSTITUTION  # KFP's schema migration relies on MySQL's non-strict defaults

@@ -133,6 +133,7 @@ import_images() {
     # (the same binaries give the same digests) and imported into containerd's Kubernetes namespace.
     local folder="$STATE/images/$(basename "$BIN")" spec
     mkdir -p "$folder"
+    find "$STATE/images" -mindepth 1 -maxdepth 1 ! -name "$(basename "$BIN")" -exec rm -rf {} +  # older builds'
     for spec in "pause:catatonit|/usr/bin/catatonit=/pause|/pause -P" \
             "kfp-driver:$KFP_VERSION|$BIN/kfp-driver=/bin/driver|/bin/driver" \
             "kfp-launcher:$KFP_VERSION|$BIN/kfp-launcher-v2=/bin/launcher-v2|/bin/launcher-v2" \
