@@ -36,7 +36,8 @@ from slipway.components.evaluate import report
 from slipway.core import beam as beam_options
 from slipway.core import progress
 from slipway.core.artifacts import examples_meta, read_json, split_dir, split_files, staged_output, write_json
-from slipway.core.errors import SlipwayError
+from slipway.core.errors import SlipwayError, option_name
+from slipway.core.storage import is_remote, local_copy
 from slipway.core.tasks import CLASSIFICATION, REGRESSION, task_of
 from slipway.core.tensorflow_setup import leave_keras_unconverted
 
@@ -96,9 +97,23 @@ def run(
 
     Writes evaluation_dir/{tfma/, metrics.json, report.html} and blessing_dir/{BLESSED|NOT_BLESSED, blessing.json},
     each folder staged and renamed only when complete. Returns a summary dict (see README.md).
+    baseline_model_dir: a local SavedModel folder, or an object-store URI (s3://, or KFP's minio://: what
+    resolve_baseline finds on a cluster), copied to the step's scratch space first and reported by its URI.
     beam_pipeline_args: Beam options as TFX takes them (a list, a JSON list or one shell-quoted string); empty
     picks in-process or one worker process per core by the split's row count (slipway.core.beam).
     """
+    if baseline_model_dir and is_remote(baseline_model_dir):
+        with local_copy(baseline_model_dir, option_name("baseline_model")) as copy:
+            return _evaluate(model_dir, examples_dir, evaluation_dir, blessing_dir, settings, baseline_model_dir,
+                             str(copy), split, beam_pipeline_args)
+    return _evaluate(model_dir, examples_dir, evaluation_dir, blessing_dir, settings, baseline_model_dir,
+                     baseline_model_dir, split, beam_pipeline_args)
+
+
+def _evaluate(model_dir: str, examples_dir: str, evaluation_dir: str, blessing_dir: str, settings: dict | None,
+              baseline_model_dir: str, baseline_read: str, split: str,
+              beam_pipeline_args: Sequence[str] | str | None) -> dict:
+    """run()'s work; the baseline is read from baseline_read and reported as baseline_model_dir."""
     settings = dict(settings or {})
     unknown = set(settings) - SETTINGS_KEYS
     if unknown:
@@ -118,8 +133,8 @@ def run(
     files = split_files(examples_dir, split)
 
     _check_model(model_dir, "model", label, num_classes, classes, examples_dir, task)
-    if baseline_model_dir:
-        _check_model(baseline_model_dir, "baseline model", label, num_classes, classes, examples_dir, task)
+    if baseline_read:
+        _check_model(baseline_read, "baseline model", label, num_classes, classes, examples_dir, task)
 
     binary = num_classes == 2
     metrics = REGRESSION_METRICS if task == REGRESSION else BINARY_METRICS if binary else MULTICLASS_METRICS
@@ -127,7 +142,7 @@ def run(
     metric_names = [name for _, name in metrics]
     thresholds = _parse_thresholds(settings.get("thresholds") or {}, metric_names)
     slices = _parse_slices(settings.get("slices") or [], meta.get("columns") or {}, examples_dir, label)
-    has_baseline = bool(baseline_model_dir)
+    has_baseline = bool(baseline_read)
     rows = (meta.get("splits") or {}).get(split)
     beam_choice = beam_options.choose("evaluate", beam_pipeline_args, int(rows) if rows is not None else None)
 
@@ -136,7 +151,7 @@ def run(
         eval_config = _eval_config(label, metrics, plot_names, thresholds, slices, has_baseline)
         progress.say(f"evaluate computing metrics on {split} for {len(slices) + 1} slice specs with TFMA"
                      + (" against the baseline" if has_baseline else "") + f" on {beam_choice.describe()}")
-        _run_tfma(eval_config, model_dir, baseline_model_dir, files, tfma_dir, split_dir(examples_dir, split),
+        _run_tfma(eval_config, model_dir, baseline_read, files, tfma_dir, split_dir(examples_dir, split),
                   beam_choice.args)
 
         import tensorflow_model_analysis as tfma

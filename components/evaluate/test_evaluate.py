@@ -199,6 +199,24 @@ def test_change_threshold_against_better_baseline(world):
     assert metrics["slices"][0]["diff"]["binary_accuracy"] < -0.5
 
 
+def test_an_object_store_baseline_is_read_and_reported_by_its_uri(world, loopback_s3_env, tmp_path):
+    from slipway.core import storage
+    from slipway.core.testing import environment
+
+    with environment(loopback_s3_env):
+        storage.copy_tree(world["good"], "s3://slipway-test/run/train/model")
+        # KFP's artifact URI for the same object (resolve_baseline's answer on a cluster whose root is MinIO)
+        result = run(world["bad"], world["ex2"], str(tmp_path / "evaluation"), str(tmp_path / "blessing"),
+                     {"thresholds": CHANGE}, "minio://slipway-test/run/train/model")
+        with pytest.raises(SlipwayError, match=r"^baseline_model minio://slipway-test/none: no such file or folder$"):
+            run(world["bad"], world["ex2"], str(tmp_path / "e2"), str(tmp_path / "b2"), {"thresholds": CHANGE},
+                "minio://slipway-test/none")
+    decision = _blessing(tmp_path / "blessing")
+    assert result["blessed"] is False and decision["baseline_model"] == "minio://slipway-test/run/train/model"
+    assert decision["failures"][0].startswith("binary_accuracy on slice Overall: change vs baseline -0.7")
+    assert not (tmp_path / "e2").exists() and not (tmp_path / "b2").exists()
+
+
 def test_change_threshold_skipped_without_baseline(world):
     result, evaluation, blessing = _evaluate(world, "rubberstamp", "bad", settings={"thresholds": CHANGE})
     assert result["blessed"] is True

@@ -204,13 +204,17 @@ class MlmdLineage:
                 "environment": json.dumps(record.environment, sort_keys=True) if record.environment else None,
             },
         )
-        pairs = []
+        pairs, linked = [], set()
         for artifacts, event_type in ((record.inputs, pb.Event.INPUT), (record.outputs, pb.Event.OUTPUT)):
             for art in artifacts:
+                artifact = self._artifact_for(art, reuse=event_type == pb.Event.INPUT)
+                if artifact.id and (artifact.id, event_type) in linked:
+                    continue  # one artifact under two input names (a model that is its own baseline): MLMD keeps one
+                linked.add((artifact.id, event_type))
                 event = pb.Event(type=event_type)
                 step = event.path.steps.add()
                 step.key = art.name
-                pairs.append((self._artifact_for(art, reuse=event_type == pb.Event.INPUT), event))
+                pairs.append((artifact, event))
         contexts = [self._context(PIPELINE_RUN, record.run_id), self._context(PIPELINE, record.pipeline)]
         self._store.put_execution(execution, pairs, contexts, reuse_context_if_already_exist=True)
 

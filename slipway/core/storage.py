@@ -132,24 +132,31 @@ def copy_tree(source: str, destination: str) -> int:
     return copied
 
 
+def s3_uri(uri: str) -> str:
+    """KFP's minio://bucket/key URIs (its artifacts' URIs when the pipeline root is on MinIO) name S3 objects at the
+    configured endpoint: s3://bucket/key, which tf.io.gfile reads through tensorflow-io."""
+    return "s3://" + uri[len("minio://"):] if uri.startswith("minio://") else uri
+
+
 @contextlib.contextmanager
 def local_copy(uri: str, what: str) -> Iterator[Path]:
     """A copy of the object-store file or folder at uri in a scratch folder (under TMPDIR), removed afterwards: for
     inputs read by libraries that take only local files. what: the input as the caller knows it (data)."""
     import tensorflow as tf
 
-    ensure_filesystems(uri)
+    source = s3_uri(uri)  # errors name the URI as the caller gave it
+    ensure_filesystems(source)
     gfile = _gfile()
     scratch = Path(tempfile.mkdtemp(prefix="slipway-input-"))
     try:
         try:
-            if not gfile.exists(uri):
+            if not gfile.exists(source):
                 raise SlipwayError(f"{what} {uri}: no such file or folder")
-            target = scratch / uri.rstrip("/").rsplit("/", 1)[-1]
-            if gfile.isdir(uri):
-                copy_tree(uri, str(target))
+            target = scratch / source.rstrip("/").rsplit("/", 1)[-1]
+            if gfile.isdir(source):
+                copy_tree(source, str(target))
             else:
-                gfile.copy(uri, str(target))
+                gfile.copy(source, str(target))
         except tf.errors.OpError as exc:  # credentials, endpoint, bucket: the store's own words, one line
             raise SlipwayError(f"{what} {uri}: {' '.join(str(exc.message).split())}") from exc
         yield target

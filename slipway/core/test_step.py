@@ -184,3 +184,17 @@ def test_lineage_links_and_traces_slipways_records_past_kfps_own_at_the_same_uri
     assert [(node.artifact.type_name, node.produced_by) for node in chain] == [
         ("Model", "train"), ("Examples", "ingest"), ("RawData", None)]
     assert chain[-1].artifact.uri == str(data)
+
+
+def test_one_artifact_under_two_input_names_is_linked_once(store_uri: str, tmp_path: Path):
+    """On KFP a cached train step hands evaluate the very model resolve_baseline found: model and baseline_model
+    are one artifact (MLMD refuses two INPUT events of one artifact for one execution)."""
+    model = SimpleNamespace(uri="minio://mlpipeline/run/train/model", path=str(tmp_path / "model"), metadata={})
+    (tmp_path / "model").mkdir()
+    with Step("train") as step:
+        step.output("model", "Model", model, {})
+    with Step("evaluate") as step:
+        step.input("model", "Model", model.uri)
+        step.input("baseline_model", "Model", model.uri)
+    evaluate = lineage.open_store(store_uri).run_steps("run-1")[-1]
+    assert [(a.name, a.uri) for a in evaluate.inputs] == [("model", model.uri)]
