@@ -37,7 +37,7 @@ from slipway.core import beam as beam_options
 from slipway.core import progress
 from slipway.core.artifacts import examples_meta, read_json, split_dir, split_files, staged_output, write_json
 from slipway.core.errors import SlipwayError, option_name
-from slipway.core.storage import is_remote, local_copy
+from slipway.core.storage import is_object_store, local_copy
 from slipway.core.tasks import CLASSIFICATION, REGRESSION, task_of
 from slipway.core.tensorflow_setup import leave_keras_unconverted
 
@@ -102,7 +102,7 @@ def run(
     beam_pipeline_args: Beam options as TFX takes them (a list, a JSON list or one shell-quoted string); empty
     picks in-process or one worker process per core by the split's row count (slipway.core.beam).
     """
-    if baseline_model_dir and is_remote(baseline_model_dir):
+    if baseline_model_dir and is_object_store(baseline_model_dir):
         with local_copy(baseline_model_dir, option_name("baseline_model")) as copy:
             return _evaluate(model_dir, examples_dir, evaluation_dir, blessing_dir, settings, baseline_model_dir,
                              str(copy), split, beam_pipeline_args)

@@ -25,7 +25,7 @@ import slipway  # noqa: F401  (environment defaults before tensorflow)
 from slipway.components.ingest.task import LabelSummary, as_number, decide_task
 from slipway.core.artifacts import EXAMPLES_META, sha256_file, staged_output, write_json
 from slipway.core.errors import SlipwayError, option_name
-from slipway.core.storage import is_remote, local_copy, local_path
+from slipway.core.storage import is_object_store, local_copy, local_path
 from slipway.core.tasks import CLASSIFICATION, REGRESSION, requested_task
 
 CSV_SUFFIXES = (".csv",)
@@ -909,7 +909,7 @@ def run(
     cifar10, `label` names the output class-id feature (empty = "label") and image_size is "" or "HxW".
     task: auto (the rule in task.py), classification or regression; images and cifar10 are classification.
     """
-    if is_remote(data):
+    if is_object_store(data):
         with local_copy(str(data), option_name("data")) as copy:
             meta = run(str(copy), output_dir, label, key, splits, rows_per_shard, data_format, image_size, task)
         for source in meta["sources"]:  # the raw data as the user named it, not the scratch copy
@@ -924,7 +924,7 @@ def run(
     data_format = (data_format or "auto").strip().lower()
     if data_format not in DATA_FORMATS:
         raise SlipwayError(f"data_format '{data_format}': expected one of {', '.join(DATA_FORMATS)}")
-    data = str(local_path(data, option_name("data")))
+    data = str(local_path(data, option_name("data"), object_stores=True))
     if not Path(data).exists():
         raise SlipwayError(f"data {data}: no such file or folder")
     fmt = detect_format(data) if data_format == "auto" else data_format

@@ -147,7 +147,7 @@ def test_a_data_uri_names_its_scheme_and_what_is_read(tmp_path: Path, monkeypatc
     with pytest.raises(SlipwayError) as err:
         executor.run("foo://bar/data.csv", str(tmp_path / "out"), "label")
     assert str(err.value) == (f"{name} foo://bar/data.csv: unsupported scheme 'foo://' (supported: a local path, "
-                              "or file:///path)")
+                              "file:///path or s3://bucket/path)")
 
 
 def test_a_file_uri_is_read_as_its_path(tmp_path: Path):

@@ -23,14 +23,23 @@ FILESYSTEM_MODULES = {"s3": "tensorflow_io"}
 _URI_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
+OBJECT_STORE_SCHEMES = ("s3://", "minio://")  # minio:// is KFP's name for S3 objects at its configured endpoint
+
+
 def is_remote(path: str | os.PathLike) -> bool:
     return "://" in str(path)
 
 
-def local_path(value: str | os.PathLike, what: str) -> Path:
+def is_object_store(path: str | os.PathLike) -> bool:
+    """An object-store URI this module reads (s3://, KFP's minio://); other schemes are not object stores."""
+    return str(path).lower().startswith(OBJECT_STORE_SCHEMES)
+
+
+def local_path(value: str | os.PathLike, what: str, object_stores: bool = False) -> Path:
     """An input read from the local file system (on a cluster, the step's mounted volume): a plain path or a
     file:///path URI. Any other URI fails naming its scheme, where Path() would fold foo://bar into foo:/bar and
-    report that as a missing file. what: the input as the caller knows it (--data, data)."""
+    report that as a missing file. what: the input as the caller knows it (--data, data); object_stores: the caller
+    also takes s3:// URIs (the error says so)."""
     text = str(value)
     match = _URI_SCHEME.match(text)
     if not match:
@@ -41,7 +50,8 @@ def local_path(value: str | os.PathLike, what: str) -> Path:
         if parsed.netloc not in ("", "localhost"):
             raise SlipwayError(f"{what} {text}: a file URI names no host (file:///path)")
         return Path(urllib.parse.unquote(parsed.path))
-    raise SlipwayError(f"{what} {text}: unsupported scheme '{scheme}://' (supported: a local path, or file:///path)")
+    supported = "a local path, file:///path or s3://bucket/path" if object_stores else "a local path, or file:///path"
+    raise SlipwayError(f"{what} {text}: unsupported scheme '{scheme}://' (supported: {supported})")
 
 
 def ensure_filesystems(*paths: str | os.PathLike) -> None:
