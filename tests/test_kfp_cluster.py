@@ -231,10 +231,15 @@ def test_a_second_submission_reuses_kfps_cache_and_pushes_version_2(kfp, first_r
     _, first_id = first_run
     done, run_id = kfp.submit("taxi", **TAXI_PARAMS)
     assert done.returncode == 0, done.stdout + done.stderr
-    states = {name: task["state"] for name, task in tasks(kfp.run_details(run_id)).items()}
-    # unchanged steps come from KFP's cache; resolve_baseline is never cached, and what follows it changed
+    from ml_metadata.proto import metadata_store_pb2 as pb
+
+    # unchanged steps come from KFP's cache (its launcher records them CACHED, with the execution they reuse); the
+    # run's task details call them SUCCEEDED. resolve_baseline is never cached; evaluate's baseline input changed.
+    executions, _ = kfp_records(kfp, run_id)
+    states = {name: pb.Execution.State.Name(e.last_known_state) for name, e in executions.items()}
     assert {states[step] for step in ("ingest", "validate", "transform", "train")} == {"CACHED"}, states
-    assert states["resolve-baseline"] == "SUCCEEDED", states
+    assert states["resolve-baseline"] == states["evaluate"] == states["deploy"] == "COMPLETE", states
+    assert {task["state"] for task in tasks(kfp.run_details(run_id)).values()} == {"SUCCEEDED"}
     assert "serving/taxi/2/saved_model.pb" in kfp.keys("serving/taxi/2/")
     # the second run's baseline is the first run's blessed model
     _, first_artifacts = kfp_records(kfp, first_id)
