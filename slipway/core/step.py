@@ -104,9 +104,7 @@ class Step:
             if isinstance(exc, SlipwayError) and _kfp_executor_output_file() is not None:
                 # Exit now, as a success does: after tensorflow-io's S3 client was used, the interpreter's teardown
                 # can abort ("pure virtual method called", status 134), which would hide the 2 or 3 (seen on KFP).
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(exc.exit_code)
+                _exit_without_teardown(exc.exit_code)
         else:
             fact = step_facts.describe(self.component, {o.name: o.properties for o in self.outputs}, self.params)
             progress.say(f"{self.component} done in {finished - self.started:.1f} s" + (f": {fact}" if fact else ""))
@@ -144,12 +142,17 @@ def exit_fast_once_output_is_written() -> None:
     def exit_now() -> None:
         if failed or not os.path.exists(output_file):
             return
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
+        _exit_without_teardown(0)
 
     sys.excepthook = note_failure
     atexit.register(exit_now)  # registered last, so it runs first
+
+
+def _exit_without_teardown(code: int) -> None:
+    """End the process at once with `code`, output flushed: no interpreter teardown (slow, and able to abort)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _kfp_executor_output_file() -> str | None:
