@@ -7,10 +7,11 @@ run`) and on a cluster (backend "kubernetes", the launchers' `cluster` JSON, an 
 
 KubernetesOptions: how the step pods are built (kfp-kubernetes platform config), fixed at compile time because
 KFP fixes them there: object-store credentials as environment from a Secret (its name is still a run parameter),
-the run id from the pod's own labels, an optional PVC on every step, and node selector, tolerations and GPUs for
-the train step. kfp.local ignores this platform config, which is what keeps the YAML portable. The run's
-ServiceAccount is not part of a compiled pipeline in KFP v2: it is chosen when a run is submitted (the KFP UI, or
-kfp.Client's `service_account`); manifests/ creates `slipway-pipeline` with exactly the launchers' permissions.
+the run id from the pod's own labels, an optional PVC on every step, how often KFP retries a failed step, and node
+selector, tolerations and GPUs for the train step. kfp.local ignores this platform config, which is what keeps the
+YAML portable. The run's ServiceAccount is not part of a compiled pipeline in KFP v2: it is chosen when a run is
+submitted (the KFP UI, or kfp.Client's `service_account`); manifests/ creates `slipway-pipeline` with exactly the
+launchers' permissions.
 """
 
 from __future__ import annotations
@@ -146,6 +147,10 @@ class KubernetesOptions:
     object_store_secret: bool = True
     pvc: str = ""
     mount_path: str = "/data"
+    # KFP runs a failed step's pod again up to this many times (Argo's retryStrategy, default policy OnFailure: a
+    # non-zero exit or an OOM-killed container, not a deleted pod). Our steps are safe to rerun: outputs are
+    # uploaded only when a step succeeds, and lineage is recorded once, at its end.
+    retries: int = 0
     trainer_node_selector: dict[str, str] = field(default_factory=dict)
     trainer_tolerations: list[dict[str, Any]] = field(default_factory=list)
     trainer_gpus: int = 0
@@ -171,8 +176,9 @@ class KubernetesOptions:
             if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 raise SlipwayError(f"kubernetes options {path}: {key} must be {expected.__name__}, "
                                    f"got {json.dumps(value)}")
-        if raw.get("trainer_gpus", 0) < 0:
-            raise SlipwayError(f"kubernetes options {path}: trainer_gpus must be >= 0")
+        for key in ("trainer_gpus", "retries"):
+            if raw.get(key, 0) < 0:
+                raise SlipwayError(f"kubernetes options {path}: {key} must be >= 0")
         return cls(**raw)
 
 
@@ -190,6 +196,8 @@ def apply_kubernetes_options(task, inputs: PipelineInputs, options: KubernetesOp
     task.set_env_variable(ENV_PIPELINE, inputs.pipeline_name)
     if options.pvc:
         kubernetes.mount_pvc(task, pvc_name=options.pvc, mount_path=options.mount_path)
+    if options.retries:
+        task.set_retry(num_retries=options.retries)
     if trainer:
         if options.trainer_node_selector:
             kubernetes.add_node_selector_json(task, options.trainer_node_selector)

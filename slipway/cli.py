@@ -1,5 +1,5 @@
 """`slipway` command line: run | serve | predict | compile | lineage | render | data | images | tensorboard | upload |
-submit | schedule | schedules | unschedule."""
+submit | terminate | schedule | schedules | unschedule."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ CLUSTER_PARAMETERS = ("backend", "cluster", "beam_pipeline_args", "object_store_
                       "deploy_backend", "deploy_cluster")
 BEAM_STEPS = ("validate", "transform", "evaluate")
 OPTIONS = {
-    "pvc": "slipway-data", "mount_path": "/mnt/shared", "trainer_gpus": 2,
+    "pvc": "slipway-data", "mount_path": "/mnt/shared", "trainer_gpus": 2, "retries": 2,
     "trainer_node_selector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
     "trainer_tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
 }
@@ -70,6 +70,7 @@ def test_every_step_gets_object_store_credentials_only_by_secret_reference(name:
         assert config["fieldPathAsEnv"] == [{"name": "SLIPWAY_RUN_ID", "fieldPath":
                                              "metadata.labels['workflows.argoproj.io/workflow']"}]
         assert "pvcMount" not in config and "nodeSelector" not in config  # defaults add nothing else
+    assert not [task for task, body in spec["root"]["dag"]["tasks"].items() if "retryPolicy" in body]
 
 
 def test_kubernetes_options_mount_the_pvc_everywhere_and_place_only_the_trainer(tmp_path: Path):
@@ -86,6 +87,9 @@ def test_kubernetes_options_mount_the_pvc_everywhere_and_place_only_the_trainer(
     train = executors["exec-train"]
     assert train["nodeSelector"]["nodeSelectorJson"]["runtimeValue"]["constant"] == OPTIONS["trainer_node_selector"]
     assert train["tolerations"] == OPTIONS["trainer_tolerations"]
+    # every step carries the retry policy (KFP compiles it to Argo's retryStrategy on the step's pod)
+    assert {task: body["retryPolicy"]["maxRetryCount"] for task, body in spec["root"]["dag"]["tasks"].items()} == \
+        {task: OPTIONS["retries"] for task in spec["root"]["dag"]["tasks"]}
     accelerator = spec["deploymentSpec"]["executors"]["exec-train"]["container"]["resources"]["accelerator"]
     assert (accelerator["resourceCount"], accelerator["resourceType"]) == ("2", "nvidia.com/gpu")
     assert "accelerator" not in spec["deploymentSpec"]["executors"]["exec-ingest"]["container"].get("resources", {})
@@ -94,6 +98,7 @@ def test_kubernetes_options_mount_the_pvc_everywhere_and_place_only_the_trainer(
 @pytest.mark.parametrize(("content", "message"), [
     ("pvcs: x\n", r"unknown keys \['pvcs'\]"),
     ("trainer_gpus: true\n", "trainer_gpus must be int, got true"),
+    ("retries: -1\n", "retries must be >= 0"),
     ("trainer_tolerations: {key: a}\n", "trainer_tolerations must be list"),
     ("- a\n", "expected a mapping"),
 ])

@@ -188,6 +188,26 @@ def test_submit_wait_exits_0_on_success_and_1_on_failure(kfp, capsys):
     assert "did not finish within --timeout" in one_error(capsys)
 
 
+def test_terminate_stops_a_running_run_and_leaves_an_ended_one_alone(kfp, capsys):
+    uploaded(kfp, capsys)
+    kfp.fake.run_states = ["PENDING", "RUNNING"]  # never ends by itself
+    assert run(kfp, "submit", "--experiment", "e", *REQUIRED) == 0
+    run_id = re.search(r"^run ([0-9a-f-]{36}) ", capsys.readouterr().out, re.MULTILINE).group(1)
+    assert run(kfp, "terminate", run_id, "--wait", "--timeout", "60") == 0
+    out = capsys.readouterr().out
+    assert f"run {run_id}: termination requested" in out
+    assert out.strip().splitlines()[-1] == f"run {run_id}: CANCELED"
+    assert len(kfp.bodies("RunService_TerminateRun")) == 1
+    # an ended run: nothing is sent, and the command says why
+    assert run(kfp, "terminate", run_id) == 0
+    assert capsys.readouterr().out.strip() == f"run {run_id} already ended (CANCELED): nothing to terminate"
+    assert len(kfp.bodies("RunService_TerminateRun")) == 1
+    assert run(kfp, "terminate", "0" * 8 + "-0000-0000-0000-" + "0" * 12) == 2
+    assert "not found" in one_error(capsys).lower()
+    assert run(kfp, "terminate", run_id, "--timeout", "5") == 2
+    assert "--timeout 5: goes with --wait" in one_error(capsys)
+
+
 def test_parameters_are_checked_before_anything_is_created(kfp, capsys):
     uploaded(kfp, capsys)
     before = len(kfp.requests)

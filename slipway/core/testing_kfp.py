@@ -253,6 +253,7 @@ class FakeKfp:
         self.experiments: dict[str, dict] = {}
         self.runs: dict[str, dict] = {}
         self.run_reads: dict[str, int] = {}
+        self.terminated: dict[str, int] = {}  # run id -> reads since TerminateRun: CANCELING once, then CANCELED
         self.recurring_runs: dict[str, dict] = {}
         self._clock = itertools.count(1)
         self.lock = threading.Lock()
@@ -435,9 +436,25 @@ class FakeKfp:
         self.authorize(identity, self.experiments[run["experiment_id"]]["namespace"], "get", "runs")
         state = self.run_states[min(self.run_reads[run["run_id"]], len(self.run_states) - 1)]
         self.run_reads[run["run_id"]] += 1  # the next read sees the next state
+        if run["run_id"] in self.terminated:
+            state = "CANCELED" if self.terminated[run["run_id"]] else "CANCELING"
+            self.terminated[run["run_id"]] += 1
         if state != run["state"]:
             self._enter(run, state)
         return _pruned(run)
+
+    def RunService_TerminateRun(self, identity, path, query, body):
+        run = self.runs.get(path["run_id"])
+        if run is None:
+            raise Failure("NOT_FOUND", f"Run {path['run_id']} not found")
+        self.authorize(identity, self.experiments[run["experiment_id"]]["namespace"], "terminate", "runs")
+        # run_store.go TerminateRun: only a PENDING, RUNNING, PAUSED or unspecified run's row is updated
+        if run["state"] not in ("PENDING", "RUNNING", "PAUSED", "RUNTIME_STATE_UNSPECIFIED"):
+            raise Failure("INVALID_ARGUMENT", f"Failed to terminate run {run['run_id']}: Invalid input error: Failed "
+                                              f"to terminate a run {run['run_id']}. Row not found")
+        self.terminated[run["run_id"]] = 0
+        self._enter(run, "CANCELING")
+        return {}
 
     def _enter(self, run: dict, state: str) -> None:
         now = self.now()

@@ -46,6 +46,12 @@ def add_delivery_parsers(commands) -> None:
     submit.add_argument("--timeout", type=float, metavar="SECONDS", help="with --wait: give up after this long")
     _connection(submit)
 
+    terminate = commands.add_parser("terminate", help="stop a run: its pods are stopped, the run ends CANCELED")
+    terminate.add_argument("run_id", metavar="RUN_ID")
+    terminate.add_argument("--wait", action="store_true", help="follow the run until it has ended")
+    terminate.add_argument("--timeout", type=float, metavar="SECONDS", help="with --wait: give up after this long")
+    _connection(terminate)
+
     schedule = commands.add_parser("schedule", help="create a recurring run (cron) of an uploaded pipeline")
     _run_options(schedule)
     schedule.add_argument("--cron", required=True,
@@ -74,4 +80,5 @@ def _command(name: str):
     return run
 
 
-DELIVERY_COMMANDS = {name: _command(name) for name in ("upload", "submit", "schedule", "schedules", "unschedule")}
+DELIVERY_COMMANDS = {name: _command(name) for name in ("upload", "submit", "terminate", "schedule", "schedules",
+                                                        "unschedule")}

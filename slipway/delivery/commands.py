@@ -1,4 +1,4 @@
-"""What `slipway upload | submit | schedule | schedules | unschedule` do (parsers in slipway.delivery.cli)."""
+"""What `slipway upload | submit | terminate | schedule | schedules | unschedule` do (parsers: delivery.cli)."""
 
 from __future__ import annotations
 
@@ -121,8 +121,26 @@ def _pipeline_version(session: Session, args, values: dict) -> tuple:
 
 
 def _follow(session: Session, run_id: str, timeout: float | None, url: str, steps: set[str] = frozenset()) -> int:
-    """Poll the run with growing pauses, printing each state change; 0 once it succeeded, 1 otherwise. steps: the
-    pipeline's task names, to name the ones that failed (KFP leaves a run's error empty when a step fails)."""
+    """Follow the run to its end; 0 once it succeeded, 1 otherwise. steps: the pipeline's task names, to name the
+    ones that failed (KFP leaves a run's error empty when a step fails)."""
+    run = _until_final(session, run_id, timeout, url)
+    if run is None:
+        return 1
+    if run.state == "SUCCEEDED":
+        return 0
+    reason = run.error.message if run.error and run.error.message else ""
+    failed = _failed_steps(run, steps)
+    if failed and not reason:
+        reason = (f"step {', '.join(failed)} failed; its one-line error ends the step's log ([slipway] {failed[0]} "
+                  f"failed: ...), on the run page's Logs tab: {url}")
+    print(f"error: run {run_id} {run.state}: {session.redact(reason or 'no error message from the server')}",
+          file=sys.stderr)
+    return 1
+
+
+def _until_final(session: Session, run_id: str, timeout: float | None, url: str) -> V2beta1Run | None:
+    """Poll the run with growing pauses, printing each state change, until it ends; None (said on stderr) when
+    timeout runs out first."""
     started, pause, failures, state = time.monotonic(), POLL_FIRST_S, 0, None
     while True:
         try:
@@ -137,23 +155,13 @@ def _follow(session: Session, run_id: str, timeout: float | None, url: str, step
             state = run.state
             print(f"run {run_id}: {state}", flush=True)
         if state in FINAL_STATES:
-            break
+            return run
         if timeout is not None and time.monotonic() - started + pause > timeout:
             print(f"error: run {run_id} did not finish within --timeout {timeout:g} s (last state {state}); it keeps "
                   f"running: {url}", file=sys.stderr)
-            return 1
+            return None
         time.sleep(pause)
         pause = min(pause * POLL_GROWTH, POLL_MAX_S)
-    if state == "SUCCEEDED":
-        return 0
-    reason = run.error.message if run.error and run.error.message else ""
-    failed = _failed_steps(run, steps)
-    if failed and not reason:
-        reason = (f"step {', '.join(failed)} failed; its one-line error ends the step's log ([slipway] {failed[0]} "
-                  f"failed: ...), on the run page's Logs tab: {url}")
-    print(f"error: run {run_id} {state}: {session.redact(reason or 'no error message from the server')}",
-          file=sys.stderr)
-    return 1
 
 
 def _failed_steps(run, steps: set[str]) -> list[str]:
@@ -289,3 +297,33 @@ def unschedule(args) -> int:
         print(f"disabled recurring run {run.display_name} ({run.recurring_run_id}): it starts no more runs; runs "
               f"already started go on")
     return 0
+
+
+def terminate(args) -> int:
+    """Stop a run: KFP marks it CANCELING and has Argo stop its pods (the steps get SIGTERM, then SIGKILL after the
+    pods' grace period). A run that has already ended is left as it is."""
+    if args.timeout is not None and (not args.wait or args.timeout <= 0):
+        raise SlipwayError(f"--timeout {args.timeout:g}: goes with --wait, and must be positive")
+    with _session(args) as session:
+        run = session.call(f"read run {args.run_id}", session.client.runs.run_service_get_run, run_id=args.run_id)
+        url = f"{session.ui}/#/runs/details/{run.run_id}"
+        if run.state in FINAL_STATES:
+            print(f"run {run.run_id} already ended ({run.state}): nothing to terminate")
+            return 0
+        try:
+            session.call(f"terminate run {run.run_id}", session.client.runs.run_service_terminate_run,
+                         run_id=run.run_id)
+        except ApiError as exc:
+            # KFP refuses (400) when the run ended between our read and its update: the result is what was asked
+            if exc.status != 400:
+                raise
+            run = session.call("read the run", session.client.runs.run_service_get_run, run_id=run.run_id)
+            if run.state not in FINAL_STATES:
+                raise
+            print(f"run {run.run_id} ended ({run.state}) before it could be terminated")
+            return 0
+        print(f"run {run.run_id}: termination requested; its pods are being stopped")
+        print(f"  {url}")
+        if not args.wait:
+            return 0
+        return 0 if _until_final(session, run.run_id, args.timeout, url) is not None else 1
