@@ -57,10 +57,11 @@ def taxi_run(quickstart) -> tuple[Path, dict]:
 # --- the apiserver tier (tests/test_apiserver.py) ----------------------------------------------------------------
 
 PROFILE_NAMESPACE = "kubeflow-user-example-com"  # manifests/overlays/kubeflow-profile's namespace
-APISERVER_CRDS = {  # CRD name: its schema in slipway.core.upstream (KServe's is rejected by the v1.20 server)
+APISERVER_CRDS = {  # CRD name: its schema in slipway.core.upstream
     "mpijobs.kubeflow.org": "mpijob-crd",
     "experiments.kubeflow.org": "katib-experiment-crd",
     "trials.kubeflow.org": "katib-trial-crd",
+    "inferenceservices.serving.kserve.io": "inferenceservice-crd",
 }
 
 
@@ -73,8 +74,8 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def apiserver():
-    """A real kube-apiserver v1.20 + etcd on 127.0.0.1 for the session (slipway.core.testing_apiserver; the binary is
-    built and cached first if this machine has none) with the MPIJob and Katib CRDs installed and Established, and
+    """A real kube-apiserver v1.32 + etcd on 127.0.0.1 for the session (slipway.core.testing_apiserver; the binaries
+    are built and cached first if this machine has none) with the MPIJob, Katib and KServe CRDs Established, and
     the namespace kubeflow-user-example-com holding manifests/overlays/kubeflow-profile (ServiceAccount, Role,
     RoleBinding, Secret). Tests share it: they use unique object names and delete what they create."""
     from slipway.core import testing_apiserver, upstream

@@ -1,17 +1,14 @@
-"""The apiserver tier: Slipway's RBAC and objects against a real kube-apiserver (v1.20 + etcd on loopback, the
-session fixture `apiserver` in tests/conftest.py, built from source and cached on first use).
+"""The apiserver tier: Slipway's RBAC and objects against a real kube-apiserver (v1.32 + etcd 3.5 on loopback, the
+session fixture `apiserver` in tests/conftest.py; the single-node cluster's binaries, built once and cached).
 
 - RBAC on the real authorizer: the manifests/overlays/kubeflow-profile Role lets the pipeline's ServiceAccount
   make every call in slipway.core.permissions.LAUNCHER_RULES and denies neighbouring ones; the launchers' own
   client (slipway.core.kube.KubeClient) does its calls as that account.
 - Server-side validation: what the renderers produce (an MPIJob; Katib Experiments with Job and MPIJob trials, and
-  the trial objects Katib would create from them) is accepted by a real create under the CRD schemas and the
-  built-in validation, and read back with no field pruned; wrong fields are rejected with the server's own message.
-
-Not here: the InferenceService. The v1.20 server rejects the current KServe CRD, so InferenceServices from
-components/deploy/inference_service.py's renderer are validated against the CRD's openAPIV3Schema with jsonschema
-instead, by components/deploy/test_inference_service.py (test_serverless_object and the others taking its
-`validator` fixture) and, for manifests/inferenceservice-example.yaml, by tests/test_compile.py.
+  the trial objects Katib would create from them; InferenceServices in both modes, a spec.canary among them) is
+  accepted by a real create under the CRD schemas and the built-in validation, and read back with no field pruned;
+  wrong fields are rejected with the server's own message. (The locked CRDs carry no CEL rules of their own; KServe's
+  admission webhook, which holds its remaining rules, runs only with its controller: the operators' tier.)
 
 The server has no controllers, scheduler or kubelet: nothing runs, objects are only validated and stored. Every
 test uses unique names and deletes what it creates, so the tests run in any order beside others sharing the server.
@@ -31,6 +28,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 import slipway  # noqa: F401
+from slipway.components.deploy import inference_service as isvc
 from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, render_experiment
 from slipway.core import kube, launcher, mpijob, permissions
@@ -342,8 +340,7 @@ def test_wrong_fields_are_rejected_with_the_servers_message(admin):
         "four"
     status, message = rejection(admin, body)
     assert status == 422
-    # (v1.20 names list items without their index)
-    assert 'spec.mpiReplicaSpecs.Worker.template.spec.containers.resources.limits.cpu: Invalid value: "four"' \
+    assert 'spec.mpiReplicaSpecs.Worker.template.spec.containers[0].resources.limits.cpu: Invalid value: "four"' \
         in message, message
 
 
@@ -355,3 +352,34 @@ def test_clean_pod_policy_is_not_constrained_by_the_crd(admin):
     with created_custom(admin, body) as stored:
         assert stored["spec"]["runPolicy"]["cleanPodPolicy"] == "Sometimes"
     assert any("cleanPodPolicy" in error for error in mpijob.operator_errors(body))
+
+
+def serving(**overrides) -> isvc.ServingSettings:
+    return isvc.parse_settings({"namespace": NAMESPACE, "service_account": ACCOUNT, **overrides})
+
+
+def test_rendered_inference_services_are_stored_whole_under_kserves_crd(account, admin):
+    """Both modes as the deploy step renders them, created as the pipeline's account: Serverless, and Standard
+    (RawDeployment) replaced by a spec.canary version, the KServe 0.20 form."""
+    base = "s3://mlpipeline/serving/taxi"
+    serverless = isvc.render(unique("taxi"), NAMESPACE, base, 1, serving(min_replicas=1, max_replicas=2))
+    with created_custom(admin, serverless, client.CustomObjectsApi(account).create_namespaced_custom_object) as stored:
+        assert launcher.dropped_fields(serverless["spec"], stored["spec"]) == []
+    raw = serving(deployment_mode="Standard", canary_traffic_percent=20)
+    first = isvc.render(unique("taxi"), NAMESPACE, base, 1, raw)
+    custom = client.CustomObjectsApi(account)
+    with created_custom(admin, first, custom.create_namespaced_custom_object) as stored:
+        assert launcher.dropped_fields(first["spec"], stored["spec"]) == []
+        second = isvc.render(first["metadata"]["name"], NAMESPACE, base, 2, raw, existing=stored)
+        ref = kube.ref_for(second)
+        updated = custom.replace_namespaced_custom_object(ref.group, ref.version, NAMESPACE, ref.plural, ref.name,
+                                                          {**second, "metadata": stored["metadata"]})
+        assert launcher.dropped_fields(second["spec"], updated["spec"]) == []
+        assert [c["trafficPercent"] for c in updated["spec"]["canary"]] == [20]
+
+
+def test_a_wrong_inference_service_field_is_rejected_by_the_crd(admin):
+    body = isvc.render(unique("taxi"), NAMESPACE, "s3://mlpipeline/serving/taxi", 1, serving())
+    body["spec"]["predictor"]["minReplicas"] = "one"
+    status, message = rejection(admin, body)
+    assert status == 422 and "spec.predictor.minReplicas" in message, message

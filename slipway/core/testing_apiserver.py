@@ -1,10 +1,11 @@
-"""A real Kubernetes API server (etcd + kube-apiserver v1.20 on 127.0.0.1) for tests: the apiserver tier.
+"""A real Kubernetes API server (etcd 3.5 + kube-apiserver v1.32 on 127.0.0.1) for tests: the apiserver tier.
 
-`running()` starts one with .ci/kube-apiserver (building and caching the binary first when needed: minutes, once
-per machine) in a temporary folder and yields an ApiServer: its kubeconfig (an admin token, group system:masters),
-a kubectl helper, kubernetes.client ApiClients as the admin or as a ServiceAccount (impersonation). The server has
-RBAC and full admission of built-in and CRD schemas, but no controllers, scheduler or kubelet: objects are stored
-and validated, never reconciled, and ServiceAccount tokens are never minted.
+`running()` starts one with .ci/kube-apiserver (the binaries of the single-node cluster, .ci/cluster/build: built
+from the Go module proxy and cached by the module's hash first when needed, minutes once per machine) in a temporary
+folder and yields an ApiServer: its kubeconfig (an admin token, group system:masters), a kubectl helper,
+kubernetes.client ApiClients as the admin or as a ServiceAccount (impersonation). The server has RBAC and full
+admission of built-in and CRD schemas, but no controllers, scheduler or kubelet: objects are stored and validated,
+never reconciled, and ServiceAccount tokens are never minted.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "kube-apiserver"
-BUILD_TIMEOUT_S = 1800  # a first build from Debian's source package: about 8-10 minutes on 2 cores
+BUILD_TIMEOUT_S = 2400  # a cold .ci/cluster/build: about 10 minutes on 2 cores
 START_TIMEOUT_S = 180
 
 
@@ -49,7 +50,7 @@ def _script() -> Path:
 
 
 def build() -> Path:
-    """The cached kube-apiserver binary, built first if this machine has none (.ci/kube-apiserver build)."""
+    """The cached kube-apiserver binary (the cluster build's), built first if this machine has none."""
     done = _run(["bash", str(_script()), "build"], timeout=BUILD_TIMEOUT_S)
     return Path(done.stdout.strip().splitlines()[-1])
 
@@ -75,9 +76,9 @@ class ApiServer:
         return _run([kubectl, "--kubeconfig", str(self.kubeconfig), *args], check=check, timeout=timeout, **extra)
 
     def wait_established(self, *crds: str, timeout: float = 60) -> None:
-        """`kubectl wait --for condition=established` on crd/NAME for each name, retried until timeout: kubectl 1.32
-        fails at once ("status.conditions accessor error: <nil>") on a CRD this v1.20 server has not given a
-        status yet, instead of waiting."""
+        """`kubectl wait --for condition=established` on crd/NAME for each name, retried until timeout: kubectl
+        fails at once ("status.conditions accessor error: <nil>") on a CRD the server has not given a status yet,
+        instead of waiting."""
         deadline = time.monotonic() + timeout
         while True:
             left = max(1, int(deadline - time.monotonic()))
