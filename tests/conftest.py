@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -89,6 +90,17 @@ def apiserver():
         rendered = server.kubectl("kustomize", str(ROOT / "manifests" / "overlays" / "kubeflow-profile")).stdout
         server.kubectl("apply", "-f", "-", input=rendered)
         yield server
+
+
+@pytest.fixture(scope="session")
+def kfp(built, tmp_path_factory):
+    """The real single-node KFP (.ci/kfp-cluster, slipway.core.testing_kfp_cluster.start), shared by the KFP and
+    operator tiers; taken down at the end unless SLIPWAY_KEEP_KFP_CLUSTER=1 (to look at it afterwards)."""
+    from slipway.core import testing_kfp_cluster
+
+    yield testing_kfp_cluster.start(built, tmp_path_factory.mktemp("kfp"))
+    if os.environ.get("SLIPWAY_KEEP_KFP_CLUSTER") != "1":
+        testing_kfp_cluster.cluster("down")
 
 
 @pytest.fixture(scope="session")

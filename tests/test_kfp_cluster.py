@@ -10,117 +10,30 @@ artifacts through the object store and records them in ML Metadata, which our st
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from slipway.core.testing_kfp_cluster import (
+    NAMESPACE,
+    ROOT,
+    TAXI_PARAMS,
+    Kfp,
+    cluster,
+    final_state,
+    kfp_records,
+    mlmd,
+    step_pods,
+    tasks,
+    with_built_images,
+    workflow_pods,
+)
+
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster]
-ROOT = Path(__file__).resolve().parents[1]
-CLUSTER = ROOT / ".ci" / "kfp-cluster"
-NAMESPACE = "kubeflow"  # single-user KFP runs every pipeline in its own namespace
-S3_KEY = "slipway-cluster"  # the loopback object store takes any key; the cluster's Secrets carry this one
-IN_IMAGE = "/opt/slipway/pipelines/modules"  # the worked-example module and schema, shipped in the runtime image
-TAXI_PARAMS = {
-    "data": "s3://mlpipeline/data/taxi.csv", "label": "big_tipper", "module_file": f"{IN_IMAGE}/taxi.py",
-    "schema_file": f"{IN_IMAGE}/taxi_schema.pbtxt", "lineage_store": "grpc://metadata-grpc-service.kubeflow:8080",
-    "model_base": "s3://mlpipeline/serving/taxi", "model_name": "taxi", "deploy_backend": "push",
-}
-
-
-@dataclass
-class Kfp:
-    host: str
-    kubeconfig: str
-    s3_endpoint: str
-    mlmd: str  # KFP's metadata store (slipway.core.mlmd_server on the bridge), grpc://HOST:PORT
-    pipelines: Path  # the committed pipelines, naming this run's image digests
-
-    def kubectl(self, *args: str, input: str | None = None) -> str:
-        done = subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True,
-                              input=input, timeout=120)
-        assert done.returncode == 0, f"kubectl {' '.join(args[:3])}: {done.stderr[-1500:]}"
-        return done.stdout
-
-    def s3(self):
-        import boto3
-
-        return boto3.client("s3", endpoint_url=self.s3_endpoint, region_name="us-east-1",
-                            aws_access_key_id=S3_KEY, aws_secret_access_key=S3_KEY)
-
-    def keys(self, prefix: str) -> list[str]:
-        pages = self.s3().get_paginator("list_objects_v2").paginate(Bucket="mlpipeline", Prefix=prefix)
-        return [item["Key"] for page in pages for item in page.get("Contents", [])]
-
-    def slipway(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "slipway.cli", *args[:1], "--host", self.host, *args[1:]],
-                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-
-    def submit(self, experiment: str, **params: str) -> tuple[subprocess.CompletedProcess, str]:
-        """`slipway submit --wait` of the tabular pipeline's newest version; the result and the run id."""
-        args = [arg for key, value in params.items() for arg in ("--param", f"{key}={value}")]
-        done = self.slipway("submit", "--experiment", experiment, "--wait", "--timeout", "1500", *args)
-        found = re.search(r"^run ([0-9a-f-]{36}) ", done.stdout, re.MULTILINE)
-        assert found, f"no run id in: {done.stdout}\n{done.stderr}"
-        return done, found.group(1)
-
-    def run_details(self, run_id: str) -> dict:
-        import urllib.request
-
-        with urllib.request.urlopen(f"{self.host}/apis/v2beta1/runs/{run_id}", timeout=30) as answer:
-            return json.load(answer)
-
-
-def cluster(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout)
-
-
-def with_built_images(source: Path, target: Path, built) -> Path:
-    """The committed YAML with each of our image references moved to the digest this run built."""
-    committed = json.loads((ROOT / "images" / "digests.json").read_text())
-    text = source.read_text()
-    for name, entry in committed.items():
-        old = f"{entry['image']}@{entry['digest']}"
-        assert old in text or name == "serving", f"{source.name} does not name {old}"
-        text = text.replace(old, built.ref(name))
-    target.write_text(text)
-    return target
-
-
-@pytest.fixture(scope="session")
-def kfp(built, tmp_path_factory):
-    """KFP on this machine (.ci/kfp-cluster up; down afterwards), Slipway's namespace objects applied in the KFP
-    namespace (manifests/base: ServiceAccount, Role, RoleBinding, the object-store Secret filled here), the taxi
-    CSV in the object store, and the pipelines rewritten to this run's images."""
-    cluster("down")  # whatever a killed earlier run left
-    started = cluster("up")
-    assert started.returncode == 0, started.stderr[-3000:]
-    print(started.stderr)  # the stage times, in the test log
-    env = dict(re.findall(r"^export (\w+)=(.*)$", started.stdout, re.MULTILINE))
-    folder = tmp_path_factory.mktemp("kfp")
-    pipelines = folder / "pipelines"
-    pipelines.mkdir()
-    for name in ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml"):
-        with_built_images(ROOT / "pipelines" / name, pipelines / name, built)
-    kfp = Kfp(env["KFP_HOST"], env["KUBECONFIG"], env["KFP_CLUSTER_S3_ENDPOINT"], env["KFP_CLUSTER_MLMD"], pipelines)
-    base = kfp.kubectl("kustomize", str(ROOT / "manifests" / "base"))
-    kfp.kubectl("-n", NAMESPACE, "apply", "-f", "-", input=base)
-    kfp.kubectl("-n", NAMESPACE, "patch", "secret", "slipway-object-store", "--type", "merge", "-p",
-                json.dumps({"stringData": {"AWS_ACCESS_KEY_ID": S3_KEY, "AWS_SECRET_ACCESS_KEY": S3_KEY}}))
-    # what Argo's executor and KFP's driver need besides Slipway's launcher Role (README: "On a cluster")
-    kfp.kubectl("-n", NAMESPACE, "create", "rolebinding", "slipway-pipeline-executor",
-                "--clusterrole", "slipway-kfp-pipeline-runner", f"--serviceaccount={NAMESPACE}:slipway-pipeline")
-    taxi = subprocess.run([sys.executable, "-m", "slipway.cli", "data", "taxi"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    kfp.s3().upload_file(taxi, "mlpipeline", "data/taxi.csv")
-    yield kfp
-    if os.environ.get("SLIPWAY_KEEP_KFP_CLUSTER") != "1":
-        cluster("down")
 
 
 @pytest.fixture(scope="session")
@@ -131,40 +44,6 @@ def first_run(kfp):
     done, run_id = kfp.submit("taxi", **TAXI_PARAMS)
     print(f"first taxi run on KFP: {time.monotonic() - started:.0f} s")
     return done, run_id
-
-
-def tasks(details: dict) -> dict[str, dict]:
-    """The run's component tasks by name (KFP's run details; drivers and DAGs left out)."""
-    found = {}
-    for task in details["run_details"]["task_details"]:
-        name = task.get("display_name", "")
-        if name and not name.endswith("-driver") and name not in ("root", details.get("display_name")):
-            found[name] = task
-    return found
-
-
-def mlmd(kfp: Kfp):
-    from ml_metadata.metadata_store import metadata_store
-    from ml_metadata.proto import metadata_store_pb2
-
-    host, port = kfp.mlmd.removeprefix("grpc://").split(":")
-    return metadata_store.MetadataStore(metadata_store_pb2.MetadataStoreClientConfig(host=host, port=int(port)))
-
-
-def kfp_records(kfp: Kfp, run_id: str) -> tuple[dict[str, object], dict[str, list]]:
-    """What KFP's own launcher recorded for a run in ML Metadata: its container executions by task name, and its
-    artifacts by type name."""
-    store = mlmd(kfp)
-    context = store.get_context_by_type_and_name("system.PipelineRun", run_id)
-    assert context is not None, f"KFP recorded no run context for {run_id}"
-    execution_types = {t.id: t.name for t in store.get_execution_types()}
-    executions = {e.custom_properties["task_name"].string_value: e for e in store.get_executions_by_context(context.id)
-                  if execution_types[e.type_id] == "system.ContainerExecution"}
-    artifact_types = {t.id: t.name for t in store.get_artifact_types()}
-    artifacts: dict[str, list] = {}
-    for artifact in store.get_artifacts_by_context(context.id):
-        artifacts.setdefault(artifact_types[artifact.type_id], []).append(artifact)
-    return executions, artifacts
 
 
 STEPS = ("ingest", "validate", "transform", "train", "resolve-baseline", "evaluate", "deploy")
@@ -262,6 +141,155 @@ def test_a_bad_input_fails_the_run_with_the_steps_one_line_error_and_no_artifact
                    for pod in pods.split() if pod.startswith(f"pod/{workflow}-system-container-impl"))
     assert "[slipway] ingest failed: data s3://mlpipeline/data/nope.csv: no such file or folder" in logs
     assert not [k for k in kfp.keys(f"v2/artifacts/slipway-tabular/{run_id}/") if "/examples/" in k]
+
+
+def ui_properties(artifact) -> dict:
+    """An artifact's custom properties as the KFP UI reads them back from ML Metadata (KFP's own left out)."""
+    from google.protobuf import json_format
+
+    from slipway.core.testing_kfp_ui import LAUNCHER_PROPERTIES
+
+    values = {}
+    for key, value in artifact.custom_properties.items():
+        if key in LAUNCHER_PROPERTIES:
+            continue
+        kind = value.WhichOneof("value")
+        values[key] = json_format.MessageToDict(value.struct_value) if kind == "struct_value" else getattr(value, kind)
+    # converter.go wrapped lists and objects as {"list": ...} / {"struct": ...}: unwrap as the UI does
+    return {k: v.get("list", v.get("struct", v)) if isinstance(v, dict) else v for k, v in values.items()}
+
+
+def test_the_runs_visualizations_keep_the_shapes_the_kfp_ui_reads(kfp, first_run, tmp_path):
+    """The contract tests/test_kfp_ui.py checks on kfp.local, here on what KFP's launcher recorded for the run: the
+    metrics table, confusion matrix and ROC points from ML Metadata, the HTML and Markdown files from the object
+    store at the artifacts' URIs."""
+    from slipway.core.testing_kfp_ui import check_artifact
+
+    _, run_id = first_run
+    _, artifacts = kfp_records(kfp, run_id)
+    seen = set()
+    for type_name in ("system.Metrics", "system.ClassificationMetrics", "system.HTML", "system.Markdown"):
+        for index, artifact in enumerate(artifacts.get(type_name, [])):
+            local = ""
+            if type_name in ("system.HTML", "system.Markdown"):
+                local = str(tmp_path / f"{type_name}-{index}")
+                kfp.s3().download_file("mlpipeline", artifact.uri.removeprefix("minio://mlpipeline/"), local)
+            check_artifact(type_name, local, ui_properties(artifact))
+            seen.add(type_name)
+    assert seen == {"system.Metrics", "system.ClassificationMetrics", "system.HTML", "system.Markdown"}, seen
+
+
+def training_pod(kfp: Kfp, run_id: str, timeout: float = 900) -> str:
+    """The train step's pod once its first epoch has ended (its metric line `epoch=1 ...` is in the log)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pod in step_pods(kfp, run_id, "train"):
+            if pod["status"].get("phase") != "Running":
+                continue
+            name = pod["metadata"]["name"]
+            logs = subprocess.run(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", NAMESPACE, "logs", name, "-c",
+                                   "main"], capture_output=True, text=True, timeout=60).stdout
+            if re.search(r"^epoch=1 ", logs, re.MULTILINE):
+                return name
+        time.sleep(3)
+    raise AssertionError(f"run {run_id}: the train step never reached its second epoch: "
+                         f"{[p['metadata']['name'] for p in workflow_pods(kfp, run_id)]}")
+
+
+# What the step's SIGKILL stands for: the kernel's OOM killer ending the container's main process
+KILL_THE_STEP = ("import os, signal\n"
+                 "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                 "    line = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+                 "    if int(pid) != os.getpid() and b'kfp.dsl.executor_main' in line:\n"
+                 "        os.kill(int(pid), signal.SIGKILL)\n")
+PVC = "slipway-data"
+
+
+@pytest.fixture(scope="session")
+def pvc_pipeline(kfp, built, tmp_path_factory) -> str:
+    """The tabular pipeline compiled with `--kubernetes-options` (the taxi data on a PVC mounted at /data in every
+    step, one retry of a failed step), uploaded as slipway-tabular-pvc; the PVC bound to a hostPath volume."""
+    volume = kfp.state / "volumes" / PVC
+    subprocess.run(["rm", "-rf", str(volume)], check=True)
+    volume.mkdir(parents=True)
+    taxi = subprocess.run([sys.executable, "-m", "slipway.cli", "data", "taxi"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    (volume / "taxi.csv").write_bytes(Path(taxi).read_bytes())
+    claim = {"storageClassName": "", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    objects = [
+        {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{PVC}-volume"},
+         "spec": {"storageClassName": "", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"},
+                  "hostPath": {"path": str(volume), "type": "Directory"}}},
+        {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": PVC, "namespace": NAMESPACE},
+         "spec": {**claim, "volumeName": f"{PVC}-volume"}},
+    ]
+    kfp.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    folder = tmp_path_factory.mktemp("pvc")
+    (folder / "options.yaml").write_text(f"pvc: {PVC}\nmount_path: /data\nretries: 1\n")
+    compiled = subprocess.run([sys.executable, "-m", "slipway.cli", "compile", "--kubernetes-options",
+                               str(folder / "options.yaml"), "--output-dir", str(folder / "compiled")],
+                              capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert compiled.returncode == 0, compiled.stderr
+    built = with_built_images(folder / "compiled" / "tabular_pipeline.yaml", folder / "tabular_pipeline.yaml",
+                              built)
+    uploaded = kfp.slipway("upload", str(built), "--name", "slipway-tabular-pvc")
+    assert uploaded.returncode == 0, uploaded.stderr
+    return "slipway-tabular-pvc"
+
+
+def test_a_step_killed_mid_training_is_retried_by_kfp_and_recorded_once(kfp, pvc_pipeline):
+    """The platform spec's PVC carries the data (/data/taxi.csv is read by ingest from the mounted claim); the train
+    step's process is SIGKILLed after its first epoch; KFP's retry policy runs the step's pod again and the run
+    succeeds, with one model in the object store and one train record in our lineage."""
+    done, run_id = kfp.submit("retried", "--pipeline", pvc_pipeline, wait=False,
+                              **{**TAXI_PARAMS, "data": "/data/taxi.csv",
+                                 "model_base": "s3://mlpipeline/serving/taxi-pvc"})
+    assert done.returncode == 0, done.stderr
+    first = training_pod(kfp, run_id)
+    kfp.kubectl("-n", NAMESPACE, "exec", first, "-c", "main", "--", "python3", "-c", KILL_THE_STEP)
+    assert final_state(kfp, run_id) == "SUCCEEDED", kfp.run_details(run_id).get("error")
+    pods = step_pods(kfp, run_id, "train")
+    assert [pod["metadata"]["name"] for pod in pods][0] == first and len(pods) == 2, pods
+    assert pods[0]["status"]["phase"] == "Failed" and pods[1]["status"]["phase"] == "Succeeded"
+    root = f"v2/artifacts/slipway-tabular/{run_id}/train/"
+    assert len([key for key in kfp.keys(root) if key.endswith("/saved_model.pb")]) == 1, kfp.keys(root)
+    executions = [e for e in mlmd(kfp).get_executions_by_context(
+        mlmd(kfp).get_context_by_type_and_name("slipway.PipelineRun", pods[0]["metadata"]["labels"][
+            "workflows.argoproj.io/workflow"]).id) if e.custom_properties["component"].string_value == "train"]
+    assert [e.custom_properties["state"].string_value for e in executions] == ["COMPLETE"]
+    (model,) = kfp_records(kfp, run_id)[1]["system.Model"]
+    traced = subprocess.run([sys.executable, "-m", "slipway.cli", "lineage", "--store", kfp.mlmd, model.uri],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert "RawData /data/taxi.csv (raw input)" in traced.stdout, traced.stdout + traced.stderr
+
+
+def test_terminate_while_training_stops_the_pods_and_leaves_no_output(kfp, pvc_pipeline):
+    """`slipway terminate` on a run whose train step is mid-training (ingest..transform come from KFP's cache, so
+    only train runs): the run ends, every pod of it stops, and nothing of train is left in the object store."""
+    done, run_id = kfp.submit("terminated", "--pipeline", pvc_pipeline, wait=False,
+                              **{**TAXI_PARAMS, "data": "/data/taxi.csv",
+                                 "model_base": "s3://mlpipeline/serving/taxi-pvc",
+                                 "hyperparameters": json.dumps({"epochs": 30})})
+    assert done.returncode == 0, done.stderr
+    pod = training_pod(kfp, run_id)
+    stopped = kfp.slipway("terminate", run_id, "--wait", "--timeout", "300")
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert f"run {run_id}: termination requested" in stopped.stdout
+    final = stopped.stdout.strip().splitlines()[-1]
+    assert final in (f"run {run_id}: CANCELED", f"run {run_id}: FAILED"), stopped.stdout
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        running = [p["metadata"]["name"] for p in workflow_pods(kfp, run_id)
+                   if p["status"].get("phase") in ("Pending", "Running")]
+        if not running:
+            break
+        time.sleep(3)
+    assert not running, running
+    phase = json.loads(kfp.kubectl("-n", NAMESPACE, "get", "pod", pod, "-o", "json"))["status"]["phase"]
+    assert phase == "Failed", phase
+    assert not [key for key in kfp.keys(f"v2/artifacts/slipway-tabular/{run_id}/") if "/train/" in key]
+    again = kfp.slipway("terminate", run_id)
+    assert again.returncode == 0 and "already ended" in again.stdout, again.stdout + again.stderr
 
 
 def experiment_runs(kfp: Kfp, experiment: str) -> list[dict]:

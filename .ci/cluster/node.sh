@@ -227,7 +227,7 @@ clean_containers() {
     # unmount whatever kubelet and containerd mounted under the state folder.
     pkill -KILL -f "containerd-shim-runc-v2 -namespace k8s.io -address $CONTAINERD_SOCK" 2>/dev/null || true
     local mount
-    grep -o " $STATE/[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r mount; do
+    { grep -o " $STATE/[^ ]*" /proc/mounts 2>/dev/null || true; } | sort -r | while read -r mount; do
         umount -l "$mount" 2>/dev/null || true
     done
     rm -rf "$STATE/containerd/state" "$STATE/kubelet" "$STATE/cni-ipam"
@@ -242,7 +242,15 @@ clean_network() {
     local netns
     for netns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$netns" || true; done
     ip netns delete "$KFP_NETNS" 2>/dev/null || true
-    ip link show "$BRIDGE" >/dev/null 2>&1 && ip link delete "$BRIDGE"
+    # A CNI call still finishing for a pod being torn down can hold (or re-create) the bridge for a moment: retry
+    local try
+    for try in 1 2 3 4 5 6 7 8 9 10; do
+        ip link show "$BRIDGE" >/dev/null 2>&1 || break
+        ip link delete "$BRIDGE" 2>/dev/null || sleep 1
+    done
+    if ip link show "$BRIDGE" >/dev/null 2>&1; then
+        echo "kfp-cluster: could not delete the bridge $BRIDGE: $(ip link delete "$BRIDGE" 2>&1)" >&2; return 1
+    fi
     ip route del blackhole "$SERVICE_CIDR" 2>/dev/null || true
     # Drop the chains kube-proxy, the CNI plugins and this script made, and every rule jumping to them.
     local table

@@ -1,0 +1,178 @@
+"""The real single-node Kubeflow Pipelines of .ci/kfp-cluster, for tests: start it (`start`), and read what ran on
+it (runs, pods, the object store, ML Metadata). Used by the session fixture `kfp` (tests/conftest.py) that
+tests/test_kfp_cluster.py (KFP's backend) and tests/test_kfp_operators.py (the Kubeflow operators) share.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / ".ci" / "kfp-cluster"
+NAMESPACE = "kubeflow"  # single-user KFP runs every pipeline in its own namespace
+S3_KEY = "slipway-cluster"  # the loopback object store takes any key; the cluster's Secrets carry this one
+IN_IMAGE = "/opt/slipway/pipelines/modules"  # the worked-example module and schema, shipped in the runtime image
+TAXI_PARAMS = {
+    "data": "s3://mlpipeline/data/taxi.csv", "label": "big_tipper", "module_file": f"{IN_IMAGE}/taxi.py",
+    "schema_file": f"{IN_IMAGE}/taxi_schema.pbtxt", "lineage_store": "grpc://metadata-grpc-service.kubeflow:8080",
+    "model_base": "s3://mlpipeline/serving/taxi", "model_name": "taxi", "deploy_backend": "push",
+}
+
+
+@dataclass
+class Kfp:
+    host: str
+    kubeconfig: str
+    s3_endpoint: str
+    mlmd: str  # KFP's metadata store (slipway.core.mlmd_server on the bridge), grpc://HOST:PORT
+    pipelines: Path  # the committed pipelines, naming this run's image digests
+    state: Path  # the cluster's state folder (KFP_CLUSTER_STATE): where the tier's hostPath volume lives
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        done = subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True,
+                              input=input, timeout=120)
+        assert done.returncode == 0, f"kubectl {' '.join(args[:3])}: {done.stderr[-1500:]}"
+        return done.stdout
+
+    def s3(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.s3_endpoint, region_name="us-east-1",
+                            aws_access_key_id=S3_KEY, aws_secret_access_key=S3_KEY)
+
+    def keys(self, prefix: str) -> list[str]:
+        pages = self.s3().get_paginator("list_objects_v2").paginate(Bucket="mlpipeline", Prefix=prefix)
+        return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+    def slipway(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "slipway.cli", *args[:1], "--host", self.host, *args[1:]],
+                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+    def submit(self, experiment: str, *options: str, wait: bool = True,
+               **params: str) -> tuple[subprocess.CompletedProcess, str]:
+        """`slipway submit [--wait]` of a pipeline's newest version (options: e.g. --pipeline NAME; default the
+        tabular one); the result and the run id."""
+        args = [arg for key, value in params.items() for arg in ("--param", f"{key}={value}")]
+        waiting = ("--wait", "--timeout", "1500") if wait else ()
+        done = self.slipway("submit", "--experiment", experiment, *options, *waiting, *args)
+        found = re.search(r"^run ([0-9a-f-]{36}) ", done.stdout, re.MULTILINE)
+        assert found, f"no run id in: {done.stdout}\n{done.stderr}"
+        return done, found.group(1)
+
+    def run_details(self, run_id: str) -> dict:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.host}/apis/v2beta1/runs/{run_id}", timeout=30) as answer:
+            return json.load(answer)
+
+
+def cluster(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def with_built_images(source: Path, target: Path, built) -> Path:
+    """The committed YAML with each of our image references moved to the digest this run built."""
+    committed = json.loads((ROOT / "images" / "digests.json").read_text())
+    text = source.read_text()
+    for name, entry in committed.items():
+        old = f"{entry['image']}@{entry['digest']}"
+        assert old in text or name == "serving", f"{source.name} does not name {old}"
+        text = text.replace(old, built.ref(name))
+    target.write_text(text)
+    return target
+
+
+def start(built, folder: Path) -> Kfp:
+    """KFP on this machine (.ci/kfp-cluster down, then up), Slipway's namespace objects applied in the KFP namespace
+    (manifests/base: ServiceAccount, Role, RoleBinding, the object-store Secret filled here), the taxi CSV in the
+    object store, and the pipelines rewritten to this run's images (built: slipway.core.testing_images.Built)."""
+    stopped = cluster("down")  # whatever a killed earlier run left
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    started = cluster("up")
+    assert started.returncode == 0, started.stderr[-3000:]
+    print(started.stderr)  # the stage times, in the test log
+    env = dict(re.findall(r"^export (\w+)=(.*)$", started.stdout, re.MULTILINE))
+    pipelines = folder / "pipelines"
+    pipelines.mkdir()
+    for name in ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml"):
+        with_built_images(ROOT / "pipelines" / name, pipelines / name, built)
+    kfp = Kfp(env["KFP_HOST"], env["KUBECONFIG"], env["KFP_CLUSTER_S3_ENDPOINT"], env["KFP_CLUSTER_MLMD"], pipelines,
+              Path(env["KFP_CLUSTER_STATE"]))
+    base = kfp.kubectl("kustomize", str(ROOT / "manifests" / "base"))
+    kfp.kubectl("-n", NAMESPACE, "apply", "-f", "-", input=base)
+    kfp.kubectl("-n", NAMESPACE, "patch", "secret", "slipway-object-store", "--type", "merge", "-p",
+                json.dumps({"stringData": {"AWS_ACCESS_KEY_ID": S3_KEY, "AWS_SECRET_ACCESS_KEY": S3_KEY}}))
+    # what Argo's executor and KFP's driver need besides Slipway's launcher Role (README: "On a cluster")
+    kfp.kubectl("-n", NAMESPACE, "create", "rolebinding", "slipway-pipeline-executor",
+                "--clusterrole", "slipway-kfp-pipeline-runner", f"--serviceaccount={NAMESPACE}:slipway-pipeline")
+    taxi = subprocess.run([sys.executable, "-m", "slipway.cli", "data", "taxi"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    kfp.s3().upload_file(taxi, "mlpipeline", "data/taxi.csv")
+    return kfp
+
+
+def tasks(details: dict) -> dict[str, dict]:
+    """The run's component tasks by name (KFP's run details; drivers and DAGs left out)."""
+    found = {}
+    for task in details["run_details"]["task_details"]:
+        name = task.get("display_name", "")
+        if name and not name.endswith("-driver") and name not in ("root", details.get("display_name")):
+            found[name] = task
+    return found
+
+
+def mlmd(kfp: Kfp):
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+
+    host, port = kfp.mlmd.removeprefix("grpc://").split(":")
+    return metadata_store.MetadataStore(metadata_store_pb2.MetadataStoreClientConfig(host=host, port=int(port)))
+
+
+def kfp_records(kfp: Kfp, run_id: str) -> tuple[dict[str, object], dict[str, list]]:
+    """What KFP's own launcher recorded for a run in ML Metadata: its container executions by task name, and its
+    artifacts by type name."""
+    store = mlmd(kfp)
+    context = store.get_context_by_type_and_name("system.PipelineRun", run_id)
+    assert context is not None, f"KFP recorded no run context for {run_id}"
+    execution_types = {t.id: t.name for t in store.get_execution_types()}
+    executions = {e.custom_properties["task_name"].string_value: e for e in store.get_executions_by_context(context.id)
+                  if execution_types[e.type_id] == "system.ContainerExecution"}
+    artifact_types = {t.id: t.name for t in store.get_artifact_types()}
+    artifacts: dict[str, list] = {}
+    for artifact in store.get_artifacts_by_context(context.id):
+        artifacts.setdefault(artifact_types[artifact.type_id], []).append(artifact)
+    return executions, artifacts
+
+
+def workflow_pods(kfp: Kfp, run_id: str) -> list[dict]:
+    """The pods of a run's Argo Workflow (KFP labels the Workflow with the run id; Argo labels its pods)."""
+    (workflow,) = json.loads(kfp.kubectl("-n", NAMESPACE, "get", "workflows", "-l", f"pipeline/runid={run_id}",
+                                         "-o", "json"))["items"]
+    name = workflow["metadata"]["name"]
+    selector = f"workflows.argoproj.io/workflow={name}"
+    return json.loads(kfp.kubectl("-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json"))["items"]
+
+
+def step_pods(kfp: Kfp, run_id: str, step: str) -> list[dict]:
+    """The executor pods of one step (Argo's node name: <workflow>.root.<step>.<executor template>), oldest first."""
+    pods = [pod for pod in workflow_pods(kfp, run_id)
+            if f".{step}." in pod["metadata"].get("annotations", {}).get("workflows.argoproj.io/node-name", "")
+            and "container-impl" in pod["metadata"]["name"]]
+    return sorted(pods, key=lambda pod: pod["metadata"]["creationTimestamp"])
+
+
+def final_state(kfp: Kfp, run_id: str, timeout: float = 1500) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = kfp.run_details(run_id)["state"]
+        if state in ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED"):
+            return state
+        time.sleep(5)
+    raise AssertionError(f"run {run_id} still {state} after {timeout:g} s")
