@@ -2,8 +2,13 @@
 
 Pods resolve Service names (KFP's `ml-pipeline.kubeflow`, `minio-service.kubeflow`, a user's
 `metadata-grpc-service.kubeflow:8080` lineage store) through the kubelet's clusterDNS. This answers those queries
-over UDP from the API server's Service list (refreshed every second) and NXDOMAIN for any other name: this machine
-reaches no DNS beyond its own. Standard library only.
+over UDP from the API server's Service and Pod lists (refreshed every second) and NXDOMAIN for any other name: this
+machine reaches no DNS beyond its own. Standard library only.
+
+Headless Services (clusterIP None) as Kubernetes' DNS specification has them: the Service's name answers with the
+addresses of the pods it selects, and a pod with spec.hostname and spec.subdomain naming such a Service gets
+<hostname>.<subdomain>.<namespace>.svc.cluster.local: the names in the MPI Operator's hostfile
+(<job>-worker-0.<job>.<namespace>.svc), which the launcher's ssh and mpirun resolve.
 
     python3 dns.py --listen 10.244.0.1:53 --server https://10.244.0.1:6443 --ca ca.crt --cert admin.crt --key admin.key
 """
@@ -27,22 +32,40 @@ TYPE_A = 1
 
 
 class Records:
-    """name -> IPv4 address of every Service with a ClusterIP, refreshed from the API server."""
+    """name -> IPv4 addresses of every Service (headless ones too) and of pods named under a headless Service,
+    refreshed from the API server."""
 
     def __init__(self, server: str, context: ssl.SSLContext):
         self.server, self.context = server, context
-        self.names: dict[str, str] = {}
+        self.names: dict[str, list[str]] = {}
         self.lock = threading.Lock()
 
+    def _items(self, what: str) -> list[dict]:
+        with urllib.request.urlopen(f"{self.server}/api/v1/{what}", context=self.context, timeout=5) as answer:
+            return json.load(answer)["items"]
+
     def refresh(self) -> None:
-        with urllib.request.urlopen(f"{self.server}/api/v1/services", context=self.context, timeout=5) as answer:
-            services = json.load(answer)["items"]
-        names = {}
+        services, pods = self._items("services"), self._items("pods")
+        live = [pod for pod in pods if pod.get("status", {}).get("podIP")
+                and pod["status"].get("phase") in ("Pending", "Running")]
+        names: dict[str, list[str]] = {}
         for service in services:
-            address = service["spec"].get("clusterIP", "")
+            meta, spec = service["metadata"], service["spec"]
+            name = f"{meta['name']}.{meta['namespace']}.svc.{DOMAIN}"
+            address = spec.get("clusterIP", "")
             if address and address != "None":
-                meta = service["metadata"]
-                names[f"{meta['name']}.{meta['namespace']}.svc.{DOMAIN}"] = address
+                names[name] = [address]
+                continue
+            selector = spec.get("selector") or {}
+            for pod in live:
+                labels = pod["metadata"].get("labels") or {}
+                if pod["metadata"]["namespace"] != meta["namespace"]:
+                    continue
+                if selector and all(labels.get(k) == v for k, v in selector.items()):
+                    names.setdefault(name, []).append(pod["status"]["podIP"])
+                if pod["spec"].get("subdomain") == meta["name"] and pod["spec"].get("hostname"):
+                    host = f"{pod['spec']['hostname']}.{meta['name']}.{meta['namespace']}.svc.{DOMAIN}"
+                    names[host] = [pod["status"]["podIP"]]
         with self.lock:
             self.names = names
 
@@ -54,7 +77,7 @@ class Records:
                 print(f"dns: refresh failed: {exc}", file=sys.stderr, flush=True)
             time.sleep(1)
 
-    def lookup(self, name: str) -> str | None:
+    def lookup(self, name: str) -> list[str] | None:
         with self.lock:
             return self.names.get(name)
 
@@ -84,13 +107,13 @@ def answer(packet: bytes, records: Records) -> bytes:
     except (ValueError, IndexError, struct.error):
         return struct.pack("!HHHHHH", query_id, 0x8000 | recursion_desired | FORMERR, 0, 0, 0, 0)
     question = packet[12:end]
-    address = records.lookup(name)  # short names reach us expanded by the pods' search list
+    addresses = records.lookup(name)  # short names reach us expanded by the pods' search list
     # NXDOMAIN for every name we do not know (not REFUSED, which makes some resolvers stop walking the search list)
-    rcode = NXDOMAIN if address is None else NOERROR
-    answers = b""
-    if address is not None and qtype == TYPE_A:
-        answers = b"\xc0\x0c" + struct.pack("!HHIH", TYPE_A, 1, TTL, 4) + socket.inet_aton(address)
-    header = struct.pack("!HHHHHH", query_id, 0x8400 | recursion_desired | rcode, 1, 1 if answers else 0, 0, 0)
+    rcode = NXDOMAIN if addresses is None else NOERROR
+    found = addresses if addresses is not None and qtype == TYPE_A else []
+    answers = b"".join(b"\xc0\x0c" + struct.pack("!HHIH", TYPE_A, 1, TTL, 4) + socket.inet_aton(address)
+                       for address in found)
+    header = struct.pack("!HHHHHH", query_id, 0x8400 | recursion_desired | rcode, 1, len(found), 0, 0)
     return header + question + answers
 
 

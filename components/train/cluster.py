@@ -21,9 +21,10 @@ from slipway.core.cluster import (
     parse_config,
     storage_spec,
 )
+from slipway.core.errors import InfrastructureError
 from slipway.core.trainer_command import TrainerCommand
 
-__all__ = ["ClusterConfig", "build_spec", "gfile_uri", "job_identity", "parse_config", "run"]
+__all__ = ["ClusterConfig", "build_spec", "gfile_uri", "job_identity", "parse_config", "ranks_agree", "run"]
 
 
 def job_identity(model_uri: str) -> str:
@@ -80,9 +81,9 @@ def run(
     else:
         work = gfile_uri(model.uri) + ".mpijob"
         examples_at, graph_at = gfile_uri(transformed_examples.uri), gfile_uri(transform_graph.uri)
-    model_at, logs_at = f"{work}/model", f"{work}/tensorboard"
+    model_at, logs_at, weights_at = f"{work}/model", f"{work}/tensorboard", f"{work}/weights"
     args = TrainerCommand(examples_at, graph_at, module_file, model_at, logs_at,
-                          checkpoint_dir or f"{work}/checkpoints", hparams).args()
+                          checkpoint_dir or f"{work}/checkpoints", hparams, digest_dir=weights_at).args()
     body = mpijob.render(build_spec(config, workers, identity, args))
     if client is None:
         from slipway.core.kube import KubeClient
@@ -92,10 +93,36 @@ def run(
                                                f"{body['metadata']['name']}.ref.json")
     print(f"train: MPIJob {body['metadata']['namespace']}/{body['metadata']['name']} with {workers} workers",
           flush=True)
-    launcher.run(body, client, launcher.MPIJOB, reference, config.timeout_s, poll=poll,
-                 delete_policy=config.delete_policy)
+    try:
+        launcher.run(body, client, launcher.MPIJOB, reference, config.timeout_s, poll=poll,
+                     delete_policy=config.delete_policy)
+        weights = ranks_agree(weights_at, workers * config.slots_per_worker)
+    except BaseException:
+        # What a failed job wrote is no model; its checkpoints stay, so a retry of the step resumes from them
+        for partial in (model_at, logs_at, weights_at):
+            storage.remove_tree(partial)
+        raise
+    print(f"train: all {workers * config.slots_per_worker} ranks ended with the same weights (sha256 {weights})",
+          flush=True)
     storage.copy_tree(model_at, model.path)
     storage.copy_tree(logs_at, tensorboard.path)
     storage.remove_tree(work)
     meta = read_json(os.path.join(model.path, "model_meta.json"))
-    return {"mpijob": f"{body['metadata']['namespace']}/{body['metadata']['name']}", **meta}
+    return {"mpijob": f"{body['metadata']['namespace']}/{body['metadata']['name']}", "weights_sha256": weights,
+            **meta}
+
+
+def ranks_agree(folder: str, ranks: int) -> str:
+    """The digest of the final weights every rank wrote into folder (weights-rank<N>.sha256); an error when a rank
+    wrote none or two ranks differ: Horovod keeps the ranks' weights identical, and a model exported by rank 0 from
+    weights the others did not share would be a silently wrong model."""
+    found = {os.path.basename(path): storage.read_text(path).strip()
+             for path in storage.glob(storage.join(folder, "weights-rank*.sha256"))}
+    missing = [rank for rank in range(ranks) if f"weights-rank{rank}.sha256" not in found]
+    if missing:
+        raise InfrastructureError(f"train: ranks {missing} of {ranks} wrote no final weights digest to {folder}")
+    digests = {found[f"weights-rank{rank}.sha256"] for rank in range(ranks)}
+    if len(digests) != 1:
+        raise InfrastructureError(f"train: the {ranks} ranks ended with different weights ({sorted(digests)}): "
+                                  "Horovod's allreduce did not keep them in step")
+    return digests.pop()

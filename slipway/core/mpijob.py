@@ -284,6 +284,10 @@ def render(spec: MPIJobSpec) -> dict:
         "imagePullPolicy": "IfNotPresent",
         "command": ["/usr/sbin/sshd", "-De", "-f", SSHD_CONFIG],
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
+        # Ready only once sshd listens: the launcher (WaitForWorkersReady) starts when every worker is Ready, and
+        # a container that has merely started may refuse mpirun's first ssh, which fails the job (seen on the
+        # real operator; mpi-operator #386, #482)
+        "readinessProbe": {"tcpSocket": {"port": SSH_PORT}, "periodSeconds": 1, "failureThreshold": 1},
         "env": _env(spec, with_credentials=False),
         "resources": _container_resources("worker", spec.worker_resources),
         "securityContext": dict(security),
@@ -306,7 +310,11 @@ def render(spec: MPIJobSpec) -> dict:
             "launcherCreationPolicy": "WaitForWorkersReady",
             "sshAuthMountPath": SSH_AUTH_MOUNT_PATH,
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure",
+                # Never, not the operator's default OnFailure: with OnFailure a failed mpirun restarts in the same
+                # pod, the Job controller counts that against backoffLimit and deletes the pod when the limit is
+                # reached, so the log that says why is gone before the step can read it (seen on the real
+                # operator). With Never each attempt is a new pod and a failed one stays, log and all.
+                "Launcher": {"replicas": 1, "restartPolicy": "Never",
                              "template": _pod_template(spec, launcher, labels)},
                 "Worker": {"replicas": spec.workers, "restartPolicy": "Never",
                            "template": _pod_template(spec, worker, labels, placed=True)},

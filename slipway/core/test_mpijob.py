@@ -173,6 +173,10 @@ def test_launcher_command_runs_one_rank_per_slot_as_non_root(workers, slots):
     worker = containers(obj, "Worker")[0]
     assert worker["command"] == ["/usr/sbin/sshd", "-De", "-f", "/home/slipway/.sshd_config"]
     assert worker["ports"][0]["containerPort"] == 2222
+    # the launcher starts once every worker's sshd accepts connections, and a failed launcher pod keeps its log
+    assert worker["readinessProbe"]["tcpSocket"]["port"] == 2222
+    assert obj["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
+    assert obj["spec"]["mpiReplicaSpecs"]["Launcher"]["restartPolicy"] == "Never"
     assert obj["spec"]["slotsPerWorker"] == slots and obj["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"] == workers
 
 

@@ -86,6 +86,16 @@ def test_each_schema_is_the_locked_modules_file_prepared(name):
         assert prepared.read_bytes() == source.read_bytes()
 
 
+def test_the_command_prints_one_schemas_file_for_scripts(capsys):
+    """`python -m slipway.core.upstream --path NAME`: how .ci/kfp-cluster finds the CRDs it installs."""
+    assert upstream.main(["--path", "mpijob-crd"]) == 0
+    printed = Path(capsys.readouterr().out.strip())
+    assert printed == upstream.path("mpijob-crd") and "name: mpijobs.kubeflow.org" in printed.read_text()
+    with pytest.raises(SystemExit):
+        upstream.main(["--path", "mpijobs"])
+    assert "invalid choice: 'mpijobs'" in capsys.readouterr().err
+
+
 def test_strip_keeps_fields_named_description_and_everything_else_in_order():
     node = {"type": "object", "description": "y",
             "properties": {"description": {"type": "string", "description": "x"}, "a": {"type": "integer"}},

@@ -212,8 +212,17 @@ def write_atomically(target: Path, data: bytes) -> None:
     os.replace(partial, target)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    """Prepare every schema and print the cache folder; with --path NAME, print that one schema's file."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m slipway.core.upstream", description=main.__doc__)
+    parser.add_argument("--path", choices=sorted(SCHEMAS), help="print this schema's file")
+    args = parser.parse_args(argv)
     try:
+        if args.path:
+            print(path(args.path))
+            return 0
         for name in SCHEMAS:
             path(name)  # prepares what is missing; instant when all are there
         print(cache_folder())

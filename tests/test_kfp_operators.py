@@ -1,0 +1,211 @@
+"""The Kubeflow operators on the real single-node cluster of tests/test_kfp_cluster.py (.ci/kfp-cluster starts them
+beside KFP; .ci/cluster/operators.sh): our compiled pipelines with backend kubernetes, whose steps create the
+operators' objects through Slipway's launcher and wait for them, reconciled by the real controllers.
+
+- MPI Operator v0.8.0: the train step's MPIJob becomes a launcher pod and worker pods of our trainer image; the
+  launcher's mpirun reaches the workers over ssh through the hostfile the operator writes, with the names the
+  cluster's DNS gives the workers under the job's headless Service.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.training import IMAGES
+from slipway.core.testing_kfp_cluster import NAMESPACE, TAXI_PARAMS, Kfp, final_state, kfp_records, step_pods
+
+pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster]
+
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"  # what the MPI Operator labels its pods with
+JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+WORKERS = 2
+# Two cores here: the launcher and two workers must fit beside KFP's own pods (requests = limits in our MPIJob)
+MPI_CLUSTER = {
+    "namespace": NAMESPACE, "secret": "slipway-object-store", "s3_endpoint": "http://minio-service.kubeflow:9000",
+    "s3_use_https": False, "s3_verify_ssl": False, "service_account": "slipway-pipeline",
+    "cpu": "700m", "memory": "2Gi", "launcher_cpu": "200m", "launcher_memory": "512Mi", "timeout_s": 1200,
+}
+DIGITS_PARAMS = {
+    "data": "s3://mlpipeline/data/digits/", "module_file": "/opt/slipway/pipelines/modules/image_cnn.py",
+    "lineage_store": TAXI_PARAMS["lineage_store"], "model_base": "s3://mlpipeline/serving/digits",
+    "model_name": "digits", "deploy_backend": "push", "backend": "kubernetes", "workers": str(WORKERS),
+    "cluster": json.dumps(MPI_CLUSTER),
+}
+
+
+class MpiWatch:
+    """What the MPI Operator made while a run went on, read every second from the API server: the MPIJobs, their
+    pods (role, image, phase) and the hostfile of each job's ConfigMap (gone once the MPIJob is deleted)."""
+
+    def __init__(self, kfp: Kfp):
+        self.kfp, self.jobs, self.pods, self.hostfiles = kfp, {}, {}, {}
+        self.logs: dict[str, str] = {}  # each launcher pod's log, as last read (the pod may be gone at the end)
+        self.conditions: dict[str, set[tuple[str, str]]] = {}  # every (type, status) a job's conditions showed
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> MpiWatch:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *failure) -> None:
+        self.stopping.set()
+        self.thread.join(timeout=30)
+
+    def _get(self, *what: str) -> list[dict]:
+        done = subprocess.run(["kubectl", "--kubeconfig", self.kfp.kubeconfig, "-n", NAMESPACE, "get", *what, "-o",
+                               "json"], capture_output=True, text=True, timeout=60)
+        return json.loads(done.stdout)["items"] if done.returncode == 0 else []
+
+    def _watch(self) -> None:
+        while not self.stopping.wait(1):
+            for job in self._get("mpijobs"):
+                self.jobs[job["metadata"]["name"]] = job
+                self.conditions.setdefault(job["metadata"]["name"], set()).update(
+                    (c["type"], c["status"]) for c in job.get("status", {}).get("conditions", []))
+            for pod in self._get("pods", "-l", JOB_ROLE_LABEL):
+                name = pod["metadata"]["name"]
+                self.pods[name] = pod
+                if pod["metadata"]["labels"][JOB_ROLE_LABEL] == "launcher" and pod["status"].get("phase") in (
+                        "Running", "Failed", "Succeeded"):
+                    logs = subprocess.run(["kubectl", "--kubeconfig", self.kfp.kubeconfig, "-n", NAMESPACE, "logs",
+                                           name], capture_output=True, text=True, timeout=60).stdout
+                    self.logs[name] = logs or self.logs.get(name, "")
+            for config in self._get("configmaps"):
+                owners = [o["name"] for o in config["metadata"].get("ownerReferences", []) if o["kind"] == "MPIJob"]
+                if owners and "hostfile" in config.get("data", {}):
+                    self.hostfiles[owners[0]] = config["data"]["hostfile"]
+
+    def roles(self, job: str) -> dict[str, list[dict]]:
+        found: dict[str, list[dict]] = {}
+        for pod in self.pods.values():
+            if pod["metadata"]["labels"].get(JOB_NAME_LABEL) == job:
+                found.setdefault(pod["metadata"]["labels"][JOB_ROLE_LABEL], []).append(pod)
+        return found
+
+    def until(self, test, what: str, timeout: float = 900):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = test()
+            if found:
+                return found
+            time.sleep(1)
+        raise AssertionError(f"{what} within {timeout:g} s: jobs {list(self.jobs)}, pods {list(self.pods)}")
+
+
+def step_log(kfp: Kfp, run_id: str, step: str) -> str:
+    return "".join(kfp.kubectl("-n", NAMESPACE, "logs", pod["metadata"]["name"], "-c", "main")
+                   for pod in step_pods(kfp, run_id, step))
+
+
+@pytest.fixture(scope="session")
+def image_pipeline(kfp) -> str:
+    """The image pipeline (this run's images) uploaded, and the digits sample (class folders of PNGs) in the object
+    store under data/digits/."""
+    digits = Path(subprocess.run([sys.executable, "-m", "slipway.cli", "data", "digits"], capture_output=True,
+                                 text=True, check=True).stdout.strip())
+    store = kfp.s3()
+    for path in sorted(p for p in digits.rglob("*") if p.is_file()):
+        store.upload_file(str(path), "mlpipeline", f"data/digits/{path.relative_to(digits).as_posix()}")
+    uploaded = kfp.slipway("upload", str(kfp.pipelines / "image_pipeline.yaml"))
+    assert uploaded.returncode == 0, uploaded.stderr
+    return IMAGES
+
+
+def test_horovod_training_runs_as_an_mpijob_reconciled_by_the_real_mpi_operator(kfp, image_pipeline):
+    """The image pipeline, train with backend kubernetes: the MPI Operator starts a launcher and 2 worker pods of our
+    trainer image; mpirun reaches the workers through the operator's hostfile; every rank ends with the same
+    weights; the model is exported to the object store; the MPIJob is deleted once the step has the model."""
+    started = time.monotonic()
+    with MpiWatch(kfp) as watch:
+        done, run_id = kfp.submit("mpi", "--pipeline", image_pipeline, wait=False, **DIGITS_PARAMS)
+        assert done.returncode == 0, done.stdout + done.stderr
+        state = final_state(kfp, run_id)
+    print(f"image pipeline with an MPIJob on KFP: {time.monotonic() - started:.0f} s")
+    log = step_log(kfp, run_id, "train")
+    assert state == "SUCCEEDED", f"{log[-2000:]}\nlaunchers: {[text[-2000:] for text in watch.logs.values()]}"
+    named = re.search(rf"^train: MPIJob {NAMESPACE}/(\S+) with {WORKERS} workers$", log, re.MULTILINE)
+    assert named, log[-3000:]
+    job = named.group(1)
+    assert job in watch.jobs, f"the MPIJob {job} was never seen: {list(watch.jobs)}"
+    roles = watch.roles(job)
+    assert len(roles.get("launcher", [])) == 1 and len(roles.get("worker", [])) == WORKERS, {
+        role: [p["metadata"]["name"] for p in pods] for role, pods in roles.items()}
+    for pod in roles["launcher"] + roles["worker"]:
+        (container,) = pod["spec"]["containers"]
+        assert "@sha256:" in container["image"] and "trainer" in container["image"], container["image"]
+    # the hostfile names each worker by the DNS name of its pod under the job's headless Service
+    hosts = [line.split()[0] for line in watch.hostfiles[job].splitlines() if line.strip()]
+    assert hosts == [f"{job}-worker-{index}.{job}.{NAMESPACE}.svc.cluster.local" for index in range(WORKERS)], hosts
+    # each rank (one per worker, started by the launcher's mpirun over ssh) reported its result to the launcher
+    (launcher_log,) = [watch.logs[pod["metadata"]["name"]] for pod in roles["launcher"]]
+    assert len(re.findall(r"^train result: ", launcher_log, re.MULTILINE)) == WORKERS, launcher_log[-3000:]
+    agreed = re.search(rf"^train: all {WORKERS} ranks ended with the same weights \(sha256 ([0-9a-f]{{64}})\)$", log,
+                       re.MULTILINE)
+    assert agreed, log[-3000:]
+    # the operator's own record of the job: created, then running (it is deleted right after it succeeds, so the
+    # Succeeded condition may come and go between two looks)
+    assert {("Created", "True"), ("Running", "True")} <= watch.conditions[job], watch.conditions[job]
+    # deleted once the model was copied out (delete_policy always), its pods with it
+    pods = json.loads(kfp.kubectl("-n", NAMESPACE, "get", "pods", "-l", f"{JOB_NAME_LABEL}={job}", "-o",
+                                  "json"))["items"]
+    assert not [pod["metadata"]["name"] for pod in pods if pod["status"].get("phase") in ("Pending", "Running")]
+    assert job not in {item["metadata"]["name"] for item in json.loads(
+        kfp.kubectl("-n", NAMESPACE, "get", "mpijobs", "-o", "json"))["items"]}
+    (model,) = kfp_records(kfp, run_id)[1]["system.Model"]
+    key = model.uri.removeprefix("minio://mlpipeline/")
+    assert f"{key}/saved_model.pb" in kfp.keys(key), kfp.keys(key)
+    assert not [k for k in kfp.keys(key.rsplit("/", 1)[0]) if ".mpijob/" in k], "the job's scratch space was kept"
+    assert "serving/digits/1/saved_model.pb" in kfp.keys("serving/digits/1/")
+
+
+# What a worker's death stands for: the node or the OOM killer ending the rank's process (the trainer's rank runs
+# `python -m slipway.components.train.distributed` under the worker's sshd)
+KILL_THE_RANK = ("import os, signal\n"
+                 "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                 "    line = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+                 "    if int(pid) != os.getpid() and b'slipway.components.train.distributed' in line:\n"
+                 "        os.kill(int(pid), signal.SIGKILL)\n")
+
+
+def test_a_worker_killed_mid_training_fails_the_step_in_one_line_with_the_operators_reason(kfp, image_pipeline):
+    """A rank's process on worker 1 SIGKILLed after the first epoch: mpirun ends, the operator marks the MPIJob
+    Failed (backoff_limit 0), and the train step fails with one line that carries the operator's reason; the MPIJob
+    and its pods are gone and no model is left in the object store (the checkpoints stay, for a retry to resume)."""
+    with MpiWatch(kfp) as watch:
+        done, run_id = kfp.submit("mpi-killed", "--pipeline", image_pipeline, wait=False,
+                                  **{**DIGITS_PARAMS, "hyperparameters": json.dumps({"epochs": 40})})
+        assert done.returncode == 0, done.stdout + done.stderr
+
+        def training_launcher() -> str:
+            for name, logs in list(watch.logs.items()):
+                if re.search(r"^epoch=1 ", logs, re.MULTILINE):
+                    return watch.pods[name]["metadata"]["labels"][JOB_NAME_LABEL]
+            return ""
+
+        job = watch.until(training_launcher, "a launcher whose ranks finished their first epoch")
+        kfp.kubectl("-n", NAMESPACE, "exec", f"{job}-worker-1", "--", "python3", "-c", KILL_THE_RANK)
+        state = final_state(kfp, run_id)
+    log = step_log(kfp, run_id, "train")
+    assert state == "FAILED", log[-3000:]
+    failure = [line for line in log.splitlines() if line.startswith("[slipway] train failed:")]
+    assert len(failure) == 1 and job in failure[0], log[-3000:]
+    print(failure[0])
+    # the operator's reason, and why: mpirun's own words from the launcher pod's log (kept: restartPolicy Never)
+    assert "BackoffLimitExceeded" in failure[0] and re.search(r"signal 9|Killed", failure[0]), failure[0]
+    assert ("Failed", "True") in watch.conditions[job], watch.conditions[job]
+    assert job not in {item["metadata"]["name"] for item in json.loads(
+        kfp.kubectl("-n", NAMESPACE, "get", "mpijobs", "-o", "json"))["items"]}
+    pods = json.loads(kfp.kubectl("-n", NAMESPACE, "get", "pods", "-l", f"{JOB_NAME_LABEL}={job}", "-o",
+                                  "json"))["items"]
+    assert not [pod["metadata"]["name"] for pod in pods if pod["status"].get("phase") in ("Pending", "Running")]
+    left = kfp.keys(f"v2/artifacts/slipway-images/{run_id}/train/")
+    assert not [key for key in left if "saved_model.pb" in key or "/weights/" in key], left
