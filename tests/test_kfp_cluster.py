@@ -241,9 +241,12 @@ def test_a_step_killed_mid_training_is_retried_by_kfp_and_recorded_once(kfp, pvc
     """The platform spec's PVC carries the data (/data/taxi.csv is read by ingest from the mounted claim); the train
     step's process is SIGKILLed after its first epoch; KFP's retry policy runs the step's pod again and the run
     succeeds, with one model in the object store and one train record in our lineage."""
+    # Enough epochs that the step is still training when the kill lands (a few epochs end before the exec does);
+    # not the terminate test's count, which must not come from KFP's cache of this run
     done, run_id = kfp.submit("retried", "--pipeline", pvc_pipeline, wait=False,
                               **{**TAXI_PARAMS, "data": "/data/taxi.csv",
-                                 "model_base": "s3://mlpipeline/serving/taxi-pvc"})
+                                 "model_base": "s3://mlpipeline/serving/taxi-pvc",
+                                 "hyperparameters": json.dumps({"epochs": 20})})
     assert done.returncode == 0, done.stderr
     first = training_pod(kfp, run_id)
     kfp.kubectl("-n", NAMESPACE, "exec", first, "-c", "main", "--", "python3", "-c", KILL_THE_STEP)

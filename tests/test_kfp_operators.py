@@ -176,13 +176,32 @@ KILL_THE_RANK = ("import os, signal\n"
                  "        os.kill(int(pid), signal.SIGKILL)\n")
 
 
+def can_i(kfp: Kfp, verb: str, resource: str, namespace: str = NAMESPACE) -> bool:
+    """What the real authorizer lets the runs' ServiceAccount do in a namespace."""
+    done = subprocess.run(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", namespace, "auth", "can-i", verb, resource,
+                           "--as", f"system:serviceaccount:{NAMESPACE}:{MPI_CLUSTER['service_account']}"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() in ("yes", "no"), done.stdout + done.stderr
+    return done.stdout.strip() == "yes"
+
+
+def test_the_runs_service_account_has_only_what_the_launcher_needs_on_mpijobs(kfp):
+    """The steps above ran as this ServiceAccount: manifests/base's Role gives it MPIJobs to create, read and delete,
+    and nothing else on them or on the operator's own objects."""
+    assert all(can_i(kfp, verb, "mpijobs.kubeflow.org") for verb in ("create", "get", "delete"))
+    assert not any(can_i(kfp, verb, "mpijobs.kubeflow.org") for verb in ("update", "patch", "list"))
+    assert not can_i(kfp, "create", "jobs.batch") and not can_i(kfp, "create", "pods")
+    assert not can_i(kfp, "create", "mpijobs.kubeflow.org", namespace="default")
+
+
 def test_a_worker_killed_mid_training_fails_the_step_in_one_line_with_the_operators_reason(kfp, image_pipeline):
     """A rank's process on worker 1 SIGKILLed after the first epoch: mpirun ends, the operator marks the MPIJob
     Failed (backoff_limit 0), and the train step fails with one line that carries the operator's reason; the MPIJob
     and its pods are gone and no model is left in the object store (the checkpoints stay, for a retry to resume)."""
     with MpiWatch(kfp) as watch:
+        # digits epochs take a fraction of a second: 200 keep the ranks training well past the kill
         done, run_id = kfp.submit("mpi-killed", "--pipeline", image_pipeline, wait=False,
-                                  **{**DIGITS_PARAMS, "hyperparameters": json.dumps({"epochs": 40})})
+                                  **{**DIGITS_PARAMS, "hyperparameters": json.dumps({"epochs": 200})})
         assert done.returncode == 0, done.stdout + done.stderr
 
         def training_launcher() -> str:
