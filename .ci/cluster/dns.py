@@ -2,8 +2,9 @@
 
 Pods resolve Service names (KFP's `ml-pipeline.kubeflow`, `minio-service.kubeflow`, a user's
 `metadata-grpc-service.kubeflow:8080` lineage store) through the kubelet's clusterDNS. This answers those queries
-over UDP from the API server's Service and Pod lists (refreshed every second) and NXDOMAIN for any other name: this
-machine reaches no DNS beyond its own. Standard library only.
+over UDP from the API server's Service and Pod lists (refreshed every second, and at once when a pod's name under
+a known headless Service is not known yet: a launcher may ask for a worker's name within a second of its start)
+and NXDOMAIN for any other name: this machine reaches no DNS beyond its own. Standard library only.
 
 Headless Services (clusterIP None) as Kubernetes' DNS specification has them: the Service's name answers with the
 addresses of the pods it selects, and a pod with spec.hostname and spec.subdomain naming such a Service gets
@@ -27,6 +28,7 @@ import urllib.request
 
 DOMAIN = "cluster.local"
 TTL = 5
+MISS_REFRESH_S = 0.25  # a miss older than this refreshes before answering NXDOMAIN
 NOERROR, FORMERR, NXDOMAIN = 0, 1, 3
 TYPE_A = 1
 
@@ -38,17 +40,25 @@ class Records:
     def __init__(self, server: str, context: ssl.SSLContext):
         self.server, self.context = server, context
         self.names: dict[str, list[str]] = {}
+        self.headless: set[str] = set()  # the names of headless Services, under which pods get names
         self.lock = threading.Lock()
+        self.refreshing = threading.Lock()  # one refresh at a time: the refresher thread's or a miss's
+        self.refreshed = 0.0  # time.monotonic() of the last refresh that succeeded
 
     def _items(self, what: str) -> list[dict]:
         with urllib.request.urlopen(f"{self.server}/api/v1/{what}", context=self.context, timeout=5) as answer:
             return json.load(answer)["items"]
 
     def refresh(self) -> None:
+        with self.refreshing:
+            self._refresh()
+
+    def _refresh(self) -> None:
         services, pods = self._items("services"), self._items("pods")
         live = [pod for pod in pods if pod.get("status", {}).get("podIP")
                 and pod["status"].get("phase") in ("Pending", "Running")]
         names: dict[str, list[str]] = {}
+        headless: set[str] = set()
         for service in services:
             meta, spec = service["metadata"], service["spec"]
             name = f"{meta['name']}.{meta['namespace']}.svc.{DOMAIN}"
@@ -56,6 +66,7 @@ class Records:
             if address and address != "None":
                 names[name] = [address]
                 continue
+            headless.add(name)
             selector = spec.get("selector") or {}
             for pod in live:
                 labels = pod["metadata"].get("labels") or {}
@@ -67,19 +78,32 @@ class Records:
                     host = f"{pod['spec']['hostname']}.{meta['name']}.{meta['namespace']}.svc.{DOMAIN}"
                     names[host] = [pod["status"]["podIP"]]
         with self.lock:
-            self.names = names
+            self.names, self.headless, self.refreshed = names, headless, time.monotonic()
+
+    def try_refresh(self) -> None:
+        # Any failure (the API server restarting, a reply cut short, a list that does not parse) keeps the last
+        # records and is retried: a refresher that died would freeze every name made after it (CI saw MPI workers'
+        # names never appear)
+        try:
+            self.refresh()
+        except Exception as exc:  # noqa: BLE001 - see above
+            print(f"dns: refresh failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
     def keep_fresh(self) -> None:
         while True:
-            try:
-                self.refresh()
-            except OSError as exc:  # the API server restarting: keep the last list
-                print(f"dns: refresh failed: {exc}", file=sys.stderr, flush=True)
+            self.try_refresh()
             time.sleep(1)
 
     def lookup(self, name: str) -> list[str] | None:
         with self.lock:
-            return self.names.get(name)
+            found, age = self.names.get(name), time.monotonic() - self.refreshed
+            # only there: every short name a pod asks for misses on its way down the search list
+            pod_name = name.partition(".")[2] in self.headless
+        if found is None and pod_name and age > MISS_REFRESH_S:
+            self.try_refresh()
+            with self.lock:
+                found = self.names.get(name)
+        return found
 
 
 def parse_question(packet: bytes) -> tuple[str, int, int]:
