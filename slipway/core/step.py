@@ -177,9 +177,17 @@ def _seconds_since_process_start() -> float | None:
     return round(since_boot - start_ticks / os.sysconf("SC_CLK_TCK"), 3)
 
 
+MAX_ERROR_CHARS = 2000
+ERROR_HEAD_CHARS = 600  # what failed comes first; a launcher's log tail ends with why: keep both ends of a long one
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc) if isinstance(exc, SlipwayError) else f"{type(exc).__name__}: {exc}"
-    return " ".join(text.split())[:2000]
+    text = " ".join(text.split())
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    head, tail = text[:ERROR_HEAD_CHARS], text[-(MAX_ERROR_CHARS - ERROR_HEAD_CHARS - 5):]
+    return f"{head.rstrip()} ... {tail.lstrip()}"
 
 
 def _uri(artifact: Any) -> str:

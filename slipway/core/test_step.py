@@ -56,6 +56,18 @@ def test_failure_is_recorded_in_one_line_and_reraised(store_uri: str, capsys):
     assert "[slipway] validate failed: examples /x" in capsys.readouterr().out
 
 
+def test_a_long_error_keeps_what_failed_and_the_last_words_of_its_log(store_uri: str, capsys):
+    """A launcher's failure ends with the job's log tail, whose last line says why (mpirun's 'exited on signal 9')."""
+    tail = " | ".join(f"WARNING: noise line {n}" for n in range(200)) + " | rank 1 exited on signal 9 (Killed)."
+    with pytest.raises(SlipwayError), Step("train"):
+        raise SlipwayError(f"MPIJob ml/job failed: BackoffLimitExceeded; last lines of the launcher log: {tail}")
+    [record] = lineage.open_store(store_uri).run_steps("run-1")
+    assert 1900 < len(record.error) <= 2000 and "\n" not in record.error
+    assert record.error.startswith("MPIJob ml/job failed: BackoffLimitExceeded; last lines of the launcher log: ")
+    assert record.error.endswith("rank 1 exited on signal 9 (Killed).") and " ... " in record.error
+    assert record.error in capsys.readouterr().out
+
+
 SCRIPT = textwrap.dedent(
     """
     import atexit, json, sys
