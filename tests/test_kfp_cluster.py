@@ -27,6 +27,7 @@ from slipway.core.testing_kfp_cluster import (
     final_state,
     kfp_records,
     mlmd,
+    step_log,
     step_pods,
     tasks,
     with_built_images,
@@ -135,10 +136,7 @@ def test_a_bad_input_fails_the_run_with_the_steps_one_line_error_and_no_artifact
     done, run_id = kfp.submit("bad-input", **{**TAXI_PARAMS, "data": "s3://mlpipeline/data/nope.csv"})
     assert done.returncode == 1
     assert f"run {run_id} FAILED: step ingest failed; its one-line error ends the step's log" in done.stderr
-    pods = kfp.kubectl("-n", NAMESPACE, "get", "pods", "-o", "name")
-    workflow = tasks(kfp.run_details(run_id))["ingest"]["child_tasks"][0]["pod_name"].rsplit("-", 1)[0]
-    logs = "".join(kfp.kubectl("-n", NAMESPACE, "logs", pod, "-c", "main")
-                   for pod in pods.split() if pod.startswith(f"pod/{workflow}-system-container-impl"))
+    logs = step_log(kfp, run_id, "ingest")
     assert "[slipway] ingest failed: data s3://mlpipeline/data/nope.csv: no such file or folder" in logs
     assert not [k for k in kfp.keys(f"v2/artifacts/slipway-tabular/{run_id}/") if "/examples/" in k]
 

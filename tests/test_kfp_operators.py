@@ -9,6 +9,7 @@ operators' objects through Slipway's launcher and wait for them, reconciled by t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -19,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.training import IMAGES
-from slipway.core.testing_kfp_cluster import NAMESPACE, TAXI_PARAMS, Kfp, final_state, kfp_records, step_pods
+from pipelines.training import IMAGES, TABULAR_TUNED
+from slipway.core.launcher import TASK_LABEL
+from slipway.core.testing_kfp_cluster import NAMESPACE, TAXI_PARAMS, Kfp, final_state, kfp_records, step_log
+from slipway.delivery.commands import FINAL_STATES
 
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster]
 
@@ -91,19 +94,19 @@ class MpiWatch:
                 found.setdefault(pod["metadata"]["labels"][JOB_ROLE_LABEL], []).append(pod)
         return found
 
-    def until(self, test, what: str, timeout: float = 900):
+    def until(self, test, what: str, run_id: str, timeout: float = 900):
+        """test()'s first truthy answer; fails at once when the run has ended first (its step's log tells why)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = test()
             if found:
                 return found
+            state = self.kfp.run_details(run_id)["state"]
+            if state in FINAL_STATES:
+                raise AssertionError(f"the run ended {state} before {what}: launchers' logs "
+                                     f"{[text[-1500:] for text in self.logs.values()]}")
             time.sleep(1)
         raise AssertionError(f"{what} within {timeout:g} s: jobs {list(self.jobs)}, pods {list(self.pods)}")
-
-
-def step_log(kfp: Kfp, run_id: str, step: str) -> str:
-    return "".join(kfp.kubectl("-n", NAMESPACE, "logs", pod["metadata"]["name"], "-c", "main")
-                   for pod in step_pods(kfp, run_id, step))
 
 
 @pytest.fixture(scope="session")
@@ -210,7 +213,7 @@ def test_a_worker_killed_mid_training_fails_the_step_in_one_line_with_the_operat
                     return watch.pods[name]["metadata"]["labels"][JOB_NAME_LABEL]
             return ""
 
-        job = watch.until(training_launcher, "a launcher whose ranks finished their first epoch")
+        job = watch.until(training_launcher, "a launcher whose ranks finished their first epoch", run_id)
         kfp.kubectl("-n", NAMESPACE, "exec", f"{job}-worker-1", "--", "python3", "-c", KILL_THE_RANK)
         state = final_state(kfp, run_id)
     log = step_log(kfp, run_id, "train")
@@ -228,3 +231,135 @@ def test_a_worker_killed_mid_training_fails_the_step_in_one_line_with_the_operat
     assert not [pod["metadata"]["name"] for pod in pods if pod["status"].get("phase") in ("Pending", "Running")]
     left = kfp.keys(f"v2/artifacts/slipway-images/{run_id}/train/")
     assert not [key for key in left if "saved_model.pb" in key or "/weights/" in key], left
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Katib
+
+TRIAL_LABEL = "katib.kubeflow.org/trial"  # what Katib's pod webhook labels a trial's pods with
+COLLECTOR = "metrics-logger-and-collector"  # the sidecar Katib's webhook injects into a trial's primary pod
+# Two trials one after the other (two cores), two epochs each (the tune step's default trial_hyperparameters)
+# (the taxi model is a binary classifier: its accuracy metric is binary_accuracy)
+SEARCH = {"objective": {"type": "maximize", "objectiveMetricName": "val_binary_accuracy",
+                        "additionalMetricNames": ["val_loss"]},
+          "algorithm": {"algorithmName": "random", "algorithmSettings": [{"name": "random_state", "value": "7"}]},
+          "parameters": [{"name": "learning_rate", "parameterType": "double",
+                          "feasibleSpace": {"min": "0.0005", "max": "0.02"}}],
+          "maxTrialCount": 2, "parallelTrialCount": 1, "maxFailedTrialCount": 0}
+TUNED_PARAMS = {**TAXI_PARAMS, "backend": "kubernetes", "cluster": json.dumps({**MPI_CLUSTER, "timeout_s": 1500})}
+
+
+class KatibWatch(MpiWatch):
+    """MpiWatch plus Katib's objects: the Experiments, their Trials and the trials' pods, and what Katib's database
+    holds for each trial (deleted with the trial), read every second."""
+
+    def __init__(self, kfp: Kfp):
+        super().__init__(kfp)
+        self.experiments, self.trials, self.trial_pods = {}, {}, {}
+        self.observations: dict[str, dict[str, list[float]]] = {}
+
+    def _watch(self) -> None:
+        while not self.stopping.wait(1):
+            for kind, seen in (("experiments", self.experiments), ("trials", self.trials)):
+                for item in self._get(kind):
+                    seen[item["metadata"]["name"]] = item
+            for pod in self._get("pods", "-l", TRIAL_LABEL):
+                self.trial_pods[pod["metadata"]["name"]] = pod
+            for job in self._get("mpijobs"):
+                self.jobs[job["metadata"]["name"]] = job
+            self.observations.update(katib_observations(self.kfp))
+
+
+@pytest.fixture(scope="session")
+def tuned_pipeline(kfp) -> str:
+    uploaded = kfp.slipway("upload", str(kfp.pipelines / "tuned_tabular_pipeline.yaml"))
+    assert uploaded.returncode == 0, uploaded.stderr
+    return TABULAR_TUNED
+
+
+def katib_observations(kfp: Kfp) -> dict[str, dict[str, list[float]]]:
+    """trial -> metric -> numeric values, as Katib's db-manager stored them (observation_logs in the katib database;
+    Katib writes "unavailable" for a metric a trial never printed); {} while the database cannot be read."""
+    done = subprocess.run(["mariadb", "--no-defaults", f"--socket={kfp.state / 'mysql.sock'}", "-uroot", "-N", "-B",
+                           "-e", "SELECT trial_name, metric_name, value FROM katib.observation_logs"],
+                          capture_output=True, text=True, timeout=60)
+    found: dict[str, dict[str, list[float]]] = {}
+    for line in done.stdout.splitlines() if done.returncode == 0 else []:
+        trial, metric, value = line.split("\t")
+        with contextlib.suppress(ValueError):
+            found.setdefault(trial, {}).setdefault(metric, []).append(float(value))
+    return found
+
+
+def test_tuning_runs_as_a_katib_experiment_whose_best_trial_feeds_the_train_step(kfp, tuned_pipeline):
+    """The tuned taxi pipeline, backend kubernetes: the tune step's Experiment is reconciled by the real Katib
+    controller; its suggestion service (goptuna, random) proposes learning rates; each trial is a Job of our trainer
+    image whose pod Katib's webhook gave the metrics collector sidecar; the collector parsed our metric lines into
+    Katib's database; the best trial's learning rate is in the train step's MPIJob."""
+    started = time.monotonic()
+    with KatibWatch(kfp) as watch:
+        done, run_id = kfp.submit("katib", "--pipeline", tuned_pipeline, wait=False,
+                                  **{**TUNED_PARAMS, "search_spec": json.dumps(SEARCH)})
+        assert done.returncode == 0, done.stdout + done.stderr
+        state = final_state(kfp, run_id)
+    print(f"tuned taxi pipeline with a Katib Experiment on KFP: {time.monotonic() - started:.0f} s")
+    log = step_log(kfp, run_id, "tune")
+    assert state == "SUCCEEDED", f"{log[-3000:]}\n{step_log(kfp, run_id, 'train')[-1500:]}"
+    (experiment,) = [e for e in watch.experiments.values() if e["metadata"]["name"] in log]
+    name = experiment["metadata"]["name"]
+    status = experiment["status"]
+    assert ("Succeeded", "True") in {(c["type"], c["status"]) for c in status["conditions"]}, status
+    assert status["trials"] == status["trialsSucceeded"] == SEARCH["maxTrialCount"], status
+    trials = {t: trial for t, trial in watch.trials.items() if trial["metadata"]["labels"].get(
+        "katib.kubeflow.org/experiment") == name}
+    assert len(trials) == SEARCH["maxTrialCount"], list(watch.trials)
+    rates = {t: float(trial["spec"]["parameterAssignments"][0]["value"]) for t, trial in trials.items()}
+    assert all(0.0005 <= rate <= 0.02 for rate in rates.values()) and len(set(rates.values())) == 2, rates
+    # each trial's pod: our trainer image by digest, with the collector Katib injected beside it
+    for trial in trials:
+        (pod,) = [p for p in watch.trial_pods.values() if p["metadata"]["labels"][TRIAL_LABEL] == trial]
+        images = {c["name"]: c["image"] for c in pod["spec"]["containers"]}
+        assert "@sha256:" in images["training"] and "trainer" in images["training"], images
+        assert images[COLLECTOR].startswith("slipway.local/katib-file-metricscollector:"), images
+    # the collector parsed our lines: every epoch's objective is in Katib's database, and the trial's observation
+    # (what the suggestion and the best trial read) is the maximum of them (metricStrategies max)
+    for trial_name, trial in trials.items():
+        values = watch.observations[trial_name]["val_binary_accuracy"]
+        assert len(values) == 2 and all(0 <= v <= 1 for v in values), watch.observations[trial_name]
+        observed = {m["name"]: m for m in trial["status"]["observation"]["metrics"]}
+        assert float(observed["val_binary_accuracy"]["max"]) == pytest.approx(max(values)), observed
+    best = status["currentOptimalTrial"]
+    assert best["bestTrialName"] in trials
+    best_rate = float(best["parameterAssignments"][0]["value"])
+    # the tune step's output is the train step's hyperparameters: the best rate is in the MPIJob's trainer command
+    (job,) = [j for j in watch.jobs.values() if j["metadata"].get("labels", {}).get(TASK_LABEL) == "train"]
+    (launcher_container,) = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
+    command = launcher_container["command"]
+    given = json.loads(command[command.index("--hyperparameters") + 1])
+    assert given["learning_rate"] == pytest.approx(best_rate), (given, best)
+    # the Experiment and its trials are deleted once the step has the result (delete_policy always)
+    assert name not in {e["metadata"]["name"] for e in json.loads(
+        kfp.kubectl("-n", NAMESPACE, "get", "experiments", "-o", "json"))["items"]}
+
+
+def test_a_trial_that_reports_no_objective_metric_fails_the_experiment_not_hangs_it(kfp, tuned_pipeline):
+    """The objective names a metric the trainer never prints: Katib's collector finds none, the trial ends
+    MetricsUnavailable (counted as failed), the Experiment fails at maxFailedTrialCount 0, and the tune step fails in
+    one line naming the Experiment and the trial (ingest, validate and transform come from KFP's cache)."""
+    spec = {**SEARCH, "objective": {"type": "maximize", "objectiveMetricName": "val_auc_never_printed"},
+            "maxTrialCount": 1}
+    with KatibWatch(kfp) as watch:
+        done, run_id = kfp.submit("katib-no-metric", "--pipeline", tuned_pipeline, wait=False,
+                                  **{**TUNED_PARAMS, "search_spec": json.dumps(spec)})
+        assert done.returncode == 0, done.stdout + done.stderr
+        state = final_state(kfp, run_id, timeout=900)
+    log = step_log(kfp, run_id, "tune")
+    assert state == "FAILED", log[-3000:]
+    failure = [line for line in log.splitlines() if line.startswith("[slipway] tune failed:")]
+    assert len(failure) == 1, log[-3000:]
+    print(failure[0])
+    (trial,) = [t for t in watch.trials.values() if t["metadata"]["name"] in failure[0]]
+    conditions = {c["type"]: c for c in trial["status"]["conditions"]}
+    unavailable = conditions.get("MetricsUnavailable", {})
+    assert unavailable.get("status") == "True" and unavailable["reason"].startswith("MetricsUnavailable"), conditions
+    assert "metrics unavailable" in failure[0] and "maxFailedTrialCount=0" in failure[0], failure[0]

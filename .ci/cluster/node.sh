@@ -49,12 +49,19 @@ make_network() {
     iptables -I FORWARD -s "$POD_CIDR" -j SLIPWAY-EGRESS
     # KFP's API server, agent and controller run in a namespace of their own, joined to the bridge.
     ip netns add "$KFP_NETNS"
+    # what its processes resolve names with (ip netns exec mounts it over /etc/resolv.conf): the cluster DNS, with
+    # a pod's search list (Katib's controller dials <service>.<namespace>:port)
+    mkdir -p "/etc/netns/$KFP_NETNS"
+    printf 'nameserver %s\nsearch %s.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n' \
+        "$GATEWAY" "$KFP_NAMESPACE" > "/etc/netns/$KFP_NETNS/resolv.conf"
     ip link add slipway-kfp0 type veth peer name slipway-kfp1
     ip link set slipway-kfp1 netns "$KFP_NETNS"
     ip link set slipway-kfp0 master "$BRIDGE" up
     ip -n "$KFP_NETNS" addr add "$KFP_ADDRESS/16" dev slipway-kfp1
     ip -n "$KFP_NETNS" link set slipway-kfp1 up
     ip -n "$KFP_NETNS" link set lo up
+    # ClusterIPs through this host, where kube-proxy rewrites them as it does pods' (Katib's controller dials them)
+    ip -n "$KFP_NETNS" route add "$SERVICE_CIDR" via "$GATEWAY"
     mkdir -p "$STATE/cni" "$STATE/cni-ipam"
     cat > "$STATE/cni/10-slipway.conflist" <<EOF
 {"cniVersion": "0.4.0", "name": "slipway", "plugins": [
@@ -74,6 +81,8 @@ start_control_plane() {
         --listen-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
         --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_PORT + 1))" \
         --initial-cluster "slipway=http://127.0.0.1:$((ETCD_PORT + 1))"
+    # --enable-aggregator-routing: webhooks (Katib's, KServe's) are dialled at their Service's endpoint, not its
+    # ClusterIP, which this host cannot reach (kube-proxy rewrites pods' packets; the CIDR is a blackhole here)
     start_daemon kube-apiserver "$BIN/kube-apiserver" --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
         --bind-address "$GATEWAY" --advertise-address "$GATEWAY" --secure-port "$API_PORT" \
         --service-cluster-ip-range "$SERVICE_CIDR" --client-ca-file "$PKI/ca.crt" \
@@ -84,6 +93,7 @@ start_control_plane() {
         --service-account-issuer https://kubernetes.default.svc.cluster.local \
         --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged=true \
         --kubelet-preferred-address-types InternalIP \
+        --enable-aggregator-routing=true \
         --profiling=false
     wait_for "kube-apiserver" 90 kubectl_admin get --raw /readyz
 }
@@ -242,6 +252,7 @@ clean_network() {
     local netns
     for netns in $(ip netns list 2>/dev/null | awk '/^cni-/ {print $1}'); do ip netns delete "$netns" || true; done
     ip netns delete "$KFP_NETNS" 2>/dev/null || true
+    rm -rf "/etc/netns/$KFP_NETNS"
     # A CNI call still finishing for a pod being torn down can hold (or re-create) the bridge for a moment: retry
     local try
     for try in 1 2 3 4 5 6 7 8 9 10; do

@@ -4,18 +4,38 @@
 # Like KFP's servers, the operator runs on the host inside KFP's network namespace (its health port binds every
 # interface: there only 10.244.0.2:8080), with the kfp client identity; its leader-election Lease lives in the
 # namespace mpi-operator. It watches every namespace, as a cluster-wide install does.
-OPERATOR_DAEMONS="mpi-operator"
+#
+# Katib v0.19.0 (the same build): its controller runs in KFP's network namespace too (it dials each Experiment's
+# suggestion Service by name: that namespace resolves through the cluster DNS and routes ClusterIPs through this
+# host), its db-manager on the bridge address, as the object store does (the controller reaching its own address
+# through a ClusterIP would need hairpin NAT); the controller's cert generator makes its webhook certificate (into
+# the Secret and /tmp/cert, here a folder of ours bound there for its process only) and patches the webhook
+# configurations we create, which the API server reaches at the katib-controller Service's endpoint; trial metrics
+# land in a database of KFP's MariaDB. The suggestion service (goptuna: random, tpe, cmaes, sobol) and
+# the metrics collector sidecar are one-binary images imported into containerd, as the cluster's own are.
+OPERATOR_DAEMONS="mpi-operator katib-db-manager katib-controller"
 MPI_OPERATOR_NAMESPACE=mpi-operator
+KATIB_VERSION=v0.19.0
+KATIB_WEBHOOK_PORT=8443
+KATIB_DB_MANAGER_PORT=6789
+KATIB_HEALTH_PORT=18080
 
 operator_binaries() {
     if [ -n "${KFP_CLUSTER_OPERATORS_BIN:-}" ]; then OPERATORS_BIN="$KFP_CLUSTER_OPERATORS_BIN"
     else OPERATORS_BIN="$(bash "$ROOT/.ci/operators/build")"; fi
-    [ -x "$OPERATORS_BIN/mpi-operator" ] || die "missing binary $OPERATORS_BIN/mpi-operator (run: bash .ci/operators/build)"
+    local name
+    for name in mpi-operator katib-controller katib-db-manager katib-file-metricscollector katib-suggestion-goptuna; do
+        [ -x "$OPERATORS_BIN/$name" ] || die "missing binary $OPERATORS_BIN/$name (run: bash .ci/operators/build)"
+    done
+}
+
+upstream_file() {  # upstream_file NAME: a CRD at the version manifests/upstream/go.mod locks
+    "$PYTHON" -m slipway.core.upstream --path "$1" || die "no $1 (python -m slipway.core.upstream)"
 }
 
 start_operators() {
     local crd
-    crd="$("$PYTHON" -m slipway.core.upstream --path mpijob-crd)" || die "no MPIJob CRD (python -m slipway.core.upstream)"
+    crd="$(upstream_file mpijob-crd)"
     # create, not apply: apply's last-applied annotation would exceed the annotation size limit
     kubectl_admin create -f "$crd" >/dev/null
     wait_for "mpijob crd" 60 kubectl_admin wait --for condition=established --timeout=5s crd/mpijobs.kubeflow.org
@@ -25,4 +45,111 @@ start_operators() {
         --cluster-domain cluster.local
     wait_for "mpi-operator" 60 "$PYTHON" -c \
         "import urllib.request as u; u.urlopen('http://$KFP_ADDRESS:8080/healthz')"
+}
+
+import_katib_images() {
+    local folder="$STATE/operator-images/$(basename "$OPERATORS_BIN")" name
+    mkdir -p "$folder"
+    find "$STATE/operator-images" -mindepth 1 -maxdepth 1 ! -name "$(basename "$OPERATORS_BIN")" -exec rm -rf {} +
+    for name in katib-file-metricscollector katib-suggestion-goptuna; do
+        [ -f "$folder/$name.tar" ] || "$PYTHON" "$HERE/oci_image.py" "$folder/$name.tar" \
+            "slipway.local/$name:$KATIB_VERSION" --file "$OPERATORS_BIN/$name=/bin/$name" --entrypoint "/bin/$name" \
+            >/dev/null
+        ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$folder/$name.tar" >/dev/null
+    done
+}
+
+katib_config() {  # Katib's configuration: the controller's file and the katib-config ConfigMap's one key
+    local algorithm
+    cat <<EOF
+apiVersion: config.kubeflow.org/v1beta1
+kind: KatibConfig
+init:
+  certGenerator: {enable: true, webhookServiceName: katib-controller, webhookSecretName: katib-webhook-cert}
+  controller:
+    webhookPort: $KATIB_WEBHOOK_PORT
+    metricsAddr: "0"
+    healthzAddr: ":$KATIB_HEALTH_PORT"
+    trialResources: [Job.v1.batch, MPIJob.v2beta1.kubeflow.org]
+runtime:
+  metricsCollectors:
+  - {kind: StdOut, image: "slipway.local/katib-file-metricscollector:$KATIB_VERSION", imagePullPolicy: IfNotPresent}
+  suggestions:
+EOF
+    for algorithm in random tpe multivariate-tpe cmaes sobol; do
+        echo "  - {algorithmName: $algorithm, image: \"slipway.local/katib-suggestion-goptuna:$KATIB_VERSION\", imagePullPolicy: IfNotPresent}"
+    done
+}
+
+katib_objects() {  # what a Katib install puts beside its controller, pointed at where this cluster runs it
+    local service="service: {name: katib-controller, namespace: $KFP_NAMESPACE, port: $KATIB_WEBHOOK_PORT"
+    local experiments="rules: [{apiGroups: [kubeflow.org], apiVersions: [v1beta1], operations: [CREATE, UPDATE], resources: [experiments]}]"
+    cat <<EOF
+apiVersion: v1
+kind: Secret
+metadata: {name: katib-webhook-cert, namespace: $KFP_NAMESPACE}
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: katib.kubeflow.org}
+webhooks:
+- name: validator.experiment.katib.kubeflow.org
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  clientConfig: {$service, path: /validate-experiment}}
+  $experiments
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata: {name: katib.kubeflow.org}
+webhooks:
+- name: defaulter.experiment.katib.kubeflow.org
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  clientConfig: {$service, path: /mutate-experiment}}
+  $experiments
+- name: mutator.pod.katib.kubeflow.org
+  sideEffects: None
+  admissionReviewVersions: [v1]
+  clientConfig: {$service, path: /mutate-pod}}
+  # only pods of namespaces that ask for Katib's metrics collector (the kubeflow one here)
+  namespaceSelector: {matchLabels: {katib.kubeflow.org/metrics-collector-injection: enabled}}
+  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
+EOF
+    ENDPOINT="$KFP_ADDRESS" host_service katib-controller "$KATIB_WEBHOOK_PORT:webhook"
+    host_service katib-db-manager "$KATIB_DB_MANAGER_PORT:api"
+}
+
+start_katib() {
+    local name config="$STATE/katib-config.yaml" certs="$STATE/katib-cert"
+    for name in katib-experiment-crd katib-trial-crd katib-suggestion-crd; do
+        kubectl_admin create -f "$(upstream_file "$name")" >/dev/null
+    done
+    import_katib_images
+    katib_config > "$config"
+    kubectl_admin -n "$KFP_NAMESPACE" create configmap katib-config --from-file="katib-config.yaml=$config" >/dev/null
+    katib_objects | kubectl_admin apply -f - >/dev/null
+    kubectl_admin label namespace "$KFP_NAMESPACE" katib.kubeflow.org/metrics-collector-injection=enabled >/dev/null
+    mariadb --no-defaults --socket="$STATE/mysql.sock" -uroot -e "CREATE DATABASE IF NOT EXISTS katib"
+    start_daemon katib-db-manager env DB_NAME=mysql DB_USER=kfp DB_PASSWORD= \
+        KATIB_MYSQL_DB_HOST="$GATEWAY" KATIB_MYSQL_DB_PORT="$KFP_DB_PORT" KATIB_MYSQL_DB_DATABASE=katib \
+        "$OPERATORS_BIN/katib-db-manager" --listen-address "$GATEWAY:$KATIB_DB_MANAGER_PORT"
+    # The cert generator writes its certificate into the Secret and waits to find it in /tmp/cert (fixed in Katib),
+    # where a pod would mount the Secret: here our folder, bound there in the controller's own mount namespace (ip
+    # netns exec makes one), and filled from the Secret below as the kubelet would.
+    rm -rf "$certs"; mkdir -p "$certs"
+    start_daemon katib-controller ip netns exec "$KFP_NETNS" env KUBECONFIG="$STATE/kfp.kubeconfig" \
+        KATIB_CORE_NAMESPACE="$KFP_NAMESPACE" KATIB_DB_MANAGER_SERVICE_NAMESPACE="$KFP_NAMESPACE" \
+        sh -c 'mkdir -p /tmp/cert && mount --bind "$0" /tmp/cert && exec "$@"' "$certs" \
+        "$OPERATORS_BIN/katib-controller" --katib-config "$config"
+    wait_for "katib-controller" 60 sh -c "kubectl --kubeconfig '$STATE/admin.kubeconfig' -n $KFP_NAMESPACE get \
+        secret katib-webhook-cert -o jsonpath='{.data.tls\.key}' | grep -q ."
+    for name in ca.crt tls.crt tls.key; do
+        kubectl_admin -n "$KFP_NAMESPACE" get secret katib-webhook-cert -o jsonpath="{.data.${name//./\\.}}" \
+            | base64 -d > "$certs/$name"
+    done
+    wait_for "katib-db-manager" 60 "$PYTHON" -c \
+        "import socket; socket.create_connection(('$GATEWAY', $KATIB_DB_MANAGER_PORT), 2)"
+    wait_for "katib-controller" 120 "$PYTHON" -c \
+        "import urllib.request as u; u.urlopen('http://$KFP_ADDRESS:$KATIB_HEALTH_PORT/readyz')"
 }

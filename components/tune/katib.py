@@ -628,13 +628,15 @@ def _explain_failure(search: Mapping[str, Any], namespace: str, name: str, obj: 
     counts = _counts(status)
     message = launcher.condition_message(cond)
     text = f"Katib Experiment {namespace}/{name} failed: {message}; trials: {_counts_text(counts)}"
-    if cond.get("reason") == "ExperimentMaxFailedTrialsReached" or counts["failed"] > search.get(
-            "maxFailedTrialCount", counts["failed"]):
+    failed = counts["failed"] + counts["metrics_unavailable"]  # Katib counts both against maxFailedTrialCount
+    if cond.get("reason") == "ExperimentMaxFailedTrialsReached" or failed > search.get("maxFailedTrialCount", failed):
         text += (f"; more than maxFailedTrialCount={search.get('maxFailedTrialCount')} trials failed "
                  f"(of maxTrialCount={search['maxTrialCount']})")
-    failed = status.get("failedTrialList") or []
-    if failed:
-        text += f"; failed trials: {', '.join(failed[:5])}{' ...' if len(failed) > 5 else ''}"
+    for key, what in (("failedTrialList", "failed trials"),
+                      ("metricsUnavailableTrialList", "trials whose metric lines Katib's collector did not find")):
+        listed = status.get(key) or []
+        if listed:
+            text += f"; {what}: {', '.join(listed[:5])}{' ...' if len(listed) > 5 else ''}"
     return " ".join(text.split())
 
 

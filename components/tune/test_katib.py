@@ -453,6 +453,22 @@ def test_a_failed_experiment_raises_one_line_naming_max_failed_trial_count(tmp_p
     assert ("delete", name()) in server.calls  # delete_policy always
 
 
+def test_a_trial_without_metric_lines_is_named_in_the_failure(tmp_path, poll):
+    """Katib 0.19 counts a MetricsUnavailable trial as failed and lists it apart from failedTrialList (what the real
+    controller wrote for an objective the trainer never prints: tests/test_kfp_operators.py)."""
+    unavailable = {**FAILED, "trials": 3, "trialsFailed": 0, "trialsSucceeded": 0, "trialMetricsUnavailable": 3,
+                   "failedTrialList": None, "succeededTrialList": None, "metricsUnavailableTrialList": ["t-9"],
+                   # the reason the real controller gave (not ExperimentMaxFailedTrialsReached)
+                   "conditions": [*FAILED["conditions"][:2], cond("Failed", "True", "ExperimentFailed",
+                                                                  FAILED["conditions"][2]["message"])]}
+    server = FakeApiServer([CREATED, unavailable])
+    with pytest.raises(SlipwayError) as info:
+        run(server, tmp_path, poll)
+    message = str(info.value)
+    assert "trials: 3 metrics unavailable; more than maxFailedTrialCount=2" in message  # SPEC's count
+    assert message.endswith("; trials whose metric lines Katib's collector did not find: t-9"), message
+
+
 def test_success_without_any_reported_metric_is_an_error(tmp_path, poll):
     no_best = {**SUCCEEDED, "currentOptimalTrial": CREATED["currentOptimalTrial"], "trialsSucceeded": 0,
                "trialsFailed": 0, "trialMetricsUnavailable": 6}

@@ -168,6 +168,12 @@ def step_pods(kfp: Kfp, run_id: str, step: str) -> list[dict]:
     return sorted(pods, key=lambda pod: pod["metadata"]["creationTimestamp"])
 
 
+def step_log(kfp: Kfp, run_id: str, step: str) -> str:
+    """The main container's log of each pod that ran a step of a run (a retried step has several), oldest first."""
+    return "".join(kfp.kubectl("-n", NAMESPACE, "logs", pod["metadata"]["name"], "-c", "main")
+                   for pod in step_pods(kfp, run_id, step))
+
+
 def final_state(kfp: Kfp, run_id: str, timeout: float = 1500) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -56,6 +56,8 @@ SCHEMAS = {
                                    False, "katib_experiments.kubeflow.org.yaml"),
     "katib-trial-crd": Schema("github.com/kubeflow/katib", "manifests/v1beta1/components/crd/trial.yaml", False,
                               "katib_trials.kubeflow.org.yaml"),
+    "katib-suggestion-crd": Schema("github.com/kubeflow/katib",
+                                   "manifests/v1beta1/components/crd/suggestion.yaml", False),
     "katib-openapi": Schema("github.com/kubeflow/katib", "api/openapi-spec/swagger.json", True,
                             "katib_v1beta1_swagger.json"),
     "inferenceservice-crd": Schema("github.com/kserve/kserve",
