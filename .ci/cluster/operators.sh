@@ -48,7 +48,8 @@ start_operators() {
 }
 
 import_katib_images() {
-    local folder="$STATE/operator-images/$(basename "$OPERATORS_BIN")" name
+    local folder name
+    folder="$STATE/operator-images/$(basename "$OPERATORS_BIN")"
     mkdir -p "$folder"
     find "$STATE/operator-images" -mindepth 1 -maxdepth 1 ! -name "$(basename "$OPERATORS_BIN")" -exec rm -rf {} +
     for name in katib-file-metricscollector katib-suggestion-goptuna; do
