@@ -141,10 +141,17 @@ def test_the_refresher_keeps_the_last_records_through_replies_it_cannot_read_and
     records.refresh()
     lists.broken = 3
     lists.services.append(service("new-service", "10.96.0.11"))
-    threading.Thread(target=records.keep_fresh, daemon=True).start()
-    deadline = time.monotonic() + 20
-    while query(port, "new-service.kubeflow.svc.cluster.local")[1] != ["10.96.0.11"]:
-        assert time.monotonic() < deadline, "the refresher never caught up after unreadable replies"
-        assert query(port, "ml-pipeline.kubeflow.svc.cluster.local") == (0, ["10.96.0.10"])
-        time.sleep(0.2)
+    stop = threading.Event()
+    refresher = threading.Thread(target=records.keep_fresh, args=(stop,), daemon=True)
+    refresher.start()
+    try:
+        deadline = time.monotonic() + 20
+        while query(port, "new-service.kubeflow.svc.cluster.local")[1] != ["10.96.0.11"]:
+            assert time.monotonic() < deadline, "the refresher never caught up after unreadable replies"
+            assert query(port, "ml-pipeline.kubeflow.svc.cluster.local") == (0, ["10.96.0.10"])
+            time.sleep(0.2)
+    finally:  # a refresher left running would write its failures into later tests' stderr
+        stop.set()
+        refresher.join(timeout=10)
+    assert not refresher.is_alive()
     assert "dns: refresh failed: JSONDecodeError" in capfd.readouterr().err

@@ -89,10 +89,12 @@ class Records:
         except Exception as exc:  # noqa: BLE001 - see above
             print(f"dns: refresh failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
-    def keep_fresh(self) -> None:
-        while True:
+    def keep_fresh(self, stop: threading.Event | None = None) -> None:
+        """Refresh every second until stop is set (never, in the server)."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
             self.try_refresh()
-            time.sleep(1)
+            stop.wait(1)
 
     def lookup(self, name: str) -> list[str] | None:
         with self.lock:
