@@ -188,13 +188,16 @@ def can_i(kfp: Kfp, verb: str, resource: str, namespace: str = NAMESPACE) -> boo
     return done.stdout.strip() == "yes"
 
 
-def test_the_runs_service_account_has_only_what_the_launcher_needs_on_mpijobs(kfp):
-    """The steps above ran as this ServiceAccount: manifests/base's Role gives it MPIJobs to create, read and delete,
-    and nothing else on them or on the operator's own objects."""
-    assert all(can_i(kfp, verb, "mpijobs.kubeflow.org") for verb in ("create", "get", "delete"))
-    assert not any(can_i(kfp, verb, "mpijobs.kubeflow.org") for verb in ("update", "patch", "list"))
+def test_the_runs_service_account_has_only_what_the_launcher_needs_on_mpijobs_and_experiments(kfp):
+    """The steps here ran as this ServiceAccount: manifests/base's Role gives it MPIJobs and Katib Experiments to
+    create, read and delete, Trials to list, and nothing else on them or on the operators' own objects."""
+    for kind in ("mpijobs.kubeflow.org", "experiments.kubeflow.org"):
+        assert all(can_i(kfp, verb, kind) for verb in ("create", "get", "delete")), kind
+        assert not any(can_i(kfp, verb, kind) for verb in ("update", "patch", "list")), kind
+        assert not can_i(kfp, "create", kind, namespace="default"), kind
+    assert can_i(kfp, "list", "trials.kubeflow.org") and not can_i(kfp, "create", "trials.kubeflow.org")
+    assert not can_i(kfp, "create", "suggestions.kubeflow.org")
     assert not can_i(kfp, "create", "jobs.batch") and not can_i(kfp, "create", "pods")
-    assert not can_i(kfp, "create", "mpijobs.kubeflow.org", namespace="default")
 
 
 def test_a_worker_killed_mid_training_fails_the_step_in_one_line_with_the_operators_reason(kfp, image_pipeline):
