@@ -225,8 +225,9 @@ def test_a_worker_killed_mid_training_fails_the_step_in_one_line_with_the_operat
     assert len(failure) == 1 and job in failure[0], log[-3000:]
     print(failure[0])
     # the operator's reason, and why: mpirun's own words from the launcher pod's log (kept: restartPolicy Never)
+    # (the reason is the operator's Failed condition as the launcher read it: a once-a-second watch can miss that
+    # condition, which lives only until the launcher deletes the job, as CI's run did)
     assert "BackoffLimitExceeded" in failure[0] and re.search(r"signal 9|Killed", failure[0]), failure[0]
-    assert ("Failed", "True") in watch.conditions[job], watch.conditions[job]
     assert job not in {item["metadata"]["name"] for item in json.loads(
         kfp.kubectl("-n", NAMESPACE, "get", "mpijobs", "-o", "json"))["items"]}
     pods = json.loads(kfp.kubectl("-n", NAMESPACE, "get", "pods", "-l", f"{JOB_NAME_LABEL}={job}", "-o",
