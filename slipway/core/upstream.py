@@ -63,6 +63,11 @@ SCHEMAS = {
     "inferenceservice-crd": Schema("github.com/kserve/kserve",
                                    "config/crd/full/serving.kserve.io_inferenceservices.yaml", False,
                                    "kserve_serving.kserve.io_inferenceservices.yaml"),
+    # the other CRDs KServe's controller watches or lists (the cluster tier installs them)
+    **{f"kserve-{kind}-crd": Schema("github.com/kserve/kserve",
+                                    f"config/crd/full/{folder}serving.kserve.io_{kind}s.yaml", False)
+       for kind, folder in (("servingruntime", ""), ("clusterservingruntime", ""), ("trainedmodel", ""),
+                            ("inferencegraph", ""), ("clusterstoragecontainer", "clusterstoragecontainer/"))},
     "kfp-api": Schema("github.com/kubeflow/pipelines",
                       "backend/api/v2beta1/swagger/kfp_api_single_file.swagger.json", False),
 }
