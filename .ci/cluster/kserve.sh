@@ -40,31 +40,17 @@ EOF
 }
 
 kserve_webhooks() {
-    local ca service path
+    local ca service path rules
     ca="$(base64 -w0 < "$PKI/ca.crt")"
     service="service: {name: $KSERVE_WEBHOOK_SERVICE, namespace: $KSERVE_NAMESPACE, port: $KSERVE_WEBHOOK_PORT"
     path="serving-kserve-io-v1beta1-inferenceservice"
-    cat <<EOF
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {name: inferenceservice.serving.kserve.io}
-webhooks:
-- name: inferenceservice.kserve-webhook-server.defaulter
-  sideEffects: None
-  admissionReviewVersions: [v1beta1]
-  clientConfig: {$service, path: /mutate-$path}, caBundle: $ca}
-  rules: [{apiGroups: [serving.kserve.io], apiVersions: [v1beta1], operations: [CREATE, UPDATE], resources: [inferenceservices]}]
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: inferenceservice.serving.kserve.io}
-webhooks:
-- name: inferenceservice.kserve-webhook-server.validator
-  sideEffects: None
-  admissionReviewVersions: [v1beta1]
-  clientConfig: {$service, path: /validate-$path}, caBundle: $ca}
-  rules: [{apiGroups: [serving.kserve.io], apiVersions: [v1beta1], operations: [CREATE, UPDATE], resources: [inferenceservices]}]
-EOF
+    rules="rules: [{apiGroups: [serving.kserve.io], apiVersions: [v1beta1], operations: [CREATE, UPDATE], resources: [inferenceservices]}]"
+    webhook_configuration MutatingWebhookConfiguration inferenceservice.serving.kserve.io
+    webhook inferenceservice.kserve-webhook-server.defaulter v1beta1 "$service, path: /mutate-$path}, caBundle: $ca" \
+        "$rules"
+    webhook_configuration ValidatingWebhookConfiguration inferenceservice.serving.kserve.io
+    webhook inferenceservice.kserve-webhook-server.validator v1beta1 "$service, path: /validate-$path}, caBundle: $ca" \
+        "$rules"
 }
 
 start_kserve() {
@@ -90,7 +76,7 @@ start_kserve() {
     cp "$PKI/kserve-webhook.crt" "$tmp/k8s-webhook-server/serving-certs/tls.crt"
     cp "$PKI/kserve-webhook.key" "$tmp/k8s-webhook-server/serving-certs/tls.key"
     { KFP_NAMESPACE="$KSERVE_NAMESPACE" ENDPOINT="$KFP_ADDRESS" host_service "$KSERVE_WEBHOOK_SERVICE" \
-        "$KSERVE_WEBHOOK_PORT:webhook"; echo ---; kserve_webhooks; } | kubectl_admin apply -f - >/dev/null
+        "$KSERVE_WEBHOOK_PORT:webhook"; kserve_webhooks; } | kubectl_admin apply -f - >/dev/null
     start_daemon kserve-manager ip netns exec "$KFP_NETNS" env KUBECONFIG="$STATE/kfp.kubeconfig" \
         POD_NAMESPACE="$KSERVE_NAMESPACE" CLUSTER_DOMAIN=cluster.local TMPDIR="$tmp" \
         "$KSERVE_BIN/kserve-manager" -metrics-addr=0 -health-probe-addr=":$KSERVE_HEALTH_PORT" \

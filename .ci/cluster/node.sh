@@ -138,23 +138,31 @@ EOF
     wait_for "containerd" 30 ctr --address "$CONTAINERD_SOCK" version
 }
 
-import_images() {
-    # The pod sandbox and KFP's and Argo's infrastructure images: one static binary each, written as OCI archives
-    # (the same binaries give the same digests) and imported into containerd's Kubernetes namespace.
-    local folder="$STATE/images/$(basename "$BIN")" spec
+import_binary_images() {  # import_binary_images ROOT KEY SPEC...: one-binary images into containerd's k8s namespace
+    # SPEC is NAME:TAG|FILE=PATH_IN_IMAGE|ENTRYPOINT ARGS. The OCI archives are kept under ROOT/KEY (the same binaries
+    # give the same digests; KEY names the build they came from, and other builds' archives are removed).
+    local root="$1" key="$2" spec; shift 2
+    local folder="$root/$key"
     mkdir -p "$folder"
-    find "$STATE/images" -mindepth 1 -maxdepth 1 ! -name "$(basename "$BIN")" -exec rm -rf {} +  # older builds'
-    for spec in "pause:catatonit|/usr/bin/catatonit=/pause|/pause -P" \
-            "kfp-driver:$KFP_VERSION|$BIN/kfp-driver=/bin/driver|/bin/driver" \
-            "kfp-launcher:$KFP_VERSION|$BIN/kfp-launcher-v2=/bin/launcher-v2|/bin/launcher-v2" \
-            "argoexec:$ARGO_VERSION|$BIN/argoexec=/bin/argoexec|/bin/argoexec" \
-            "workflow-controller:$ARGO_VERSION|$BIN/workflow-controller=/bin/workflow-controller|/bin/workflow-controller"; do
+    find "$root" -mindepth 1 -maxdepth 1 ! -name "$key" -exec rm -rf {} +
+    for spec in "$@"; do
         local name="${spec%%|*}" rest="${spec#*|}"
         local file="${rest%%|*}" entrypoint="${rest#*|}" archive="$folder/${name%%:*}.tar"
+        # shellcheck disable=SC2086  # the entrypoint's words are separate arguments
         [ -f "$archive" ] || python3 "$HERE/oci_image.py" "$archive" "slipway.local/$name" --file "$file" \
             --entrypoint $entrypoint >/dev/null
         ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$archive" >/dev/null
     done
+}
+
+import_images() {
+    # The pod sandbox and KFP's and Argo's infrastructure images: one static binary each.
+    import_binary_images "$STATE/images" "$(basename "$BIN")" \
+        "pause:catatonit|/usr/bin/catatonit=/pause|/pause -P" \
+        "kfp-driver:$KFP_VERSION|$BIN/kfp-driver=/bin/driver|/bin/driver" \
+        "kfp-launcher:$KFP_VERSION|$BIN/kfp-launcher-v2=/bin/launcher-v2|/bin/launcher-v2" \
+        "argoexec:$ARGO_VERSION|$BIN/argoexec=/bin/argoexec|/bin/argoexec" \
+        "workflow-controller:$ARGO_VERSION|$BIN/workflow-controller=/bin/workflow-controller|/bin/workflow-controller"
 }
 
 start_node() {

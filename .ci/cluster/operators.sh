@@ -47,17 +47,12 @@ start_operators() {
         "import urllib.request as u; u.urlopen('http://$KFP_ADDRESS:8080/healthz')"
 }
 
-import_katib_images() {
-    local folder name
-    folder="$STATE/operator-images/$(basename "$OPERATORS_BIN")"
-    mkdir -p "$folder"
-    find "$STATE/operator-images" -mindepth 1 -maxdepth 1 ! -name "$(basename "$OPERATORS_BIN")" -exec rm -rf {} +
+import_katib_images() {  # the suggestion service and the metrics collector sidecar, as the cluster's own images are
+    local name specs=()
     for name in katib-file-metricscollector katib-suggestion-goptuna; do
-        [ -f "$folder/$name.tar" ] || "$PYTHON" "$HERE/oci_image.py" "$folder/$name.tar" \
-            "slipway.local/$name:$KATIB_VERSION" --file "$OPERATORS_BIN/$name=/bin/$name" --entrypoint "/bin/$name" \
-            >/dev/null
-        ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$folder/$name.tar" >/dev/null
+        specs+=("$name:$KATIB_VERSION|$OPERATORS_BIN/$name=/bin/$name|/bin/$name")
     done
+    import_binary_images "$STATE/operator-images" "$(basename "$OPERATORS_BIN")" "${specs[@]}"
 }
 
 katib_config() {  # Katib's configuration: the controller's file and the katib-config ConfigMap's one key
@@ -82,41 +77,29 @@ EOF
     done
 }
 
+webhook_configuration() {  # webhook_configuration KIND NAME: the head of a (Validating|Mutating)WebhookConfiguration
+    printf -- '---\napiVersion: admissionregistration.k8s.io/v1\nkind: %s\nmetadata: {name: %s}\nwebhooks:\n' "$1" "$2"
+}
+
+webhook() {  # webhook NAME REVIEW_VERSION CLIENT_CONFIG RULES...: one webhook of a configuration (RULES: YAML lines)
+    local name="$1" version="$2" client="$3" line; shift 3
+    printf -- '- name: %s\n  sideEffects: None\n  admissionReviewVersions: [%s]\n  clientConfig: {%s}\n' \
+        "$name" "$version" "$client"
+    for line in "$@"; do printf '  %s\n' "$line"; done
+}
+
 katib_objects() {  # what a Katib install puts beside its controller, pointed at where this cluster runs it
     local service="service: {name: katib-controller, namespace: $KFP_NAMESPACE, port: $KATIB_WEBHOOK_PORT"
     local experiments="rules: [{apiGroups: [kubeflow.org], apiVersions: [v1beta1], operations: [CREATE, UPDATE], resources: [experiments]}]"
-    cat <<EOF
-apiVersion: v1
-kind: Secret
-metadata: {name: katib-webhook-cert, namespace: $KFP_NAMESPACE}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata: {name: katib.kubeflow.org}
-webhooks:
-- name: validator.experiment.katib.kubeflow.org
-  sideEffects: None
-  admissionReviewVersions: [v1]
-  clientConfig: {$service, path: /validate-experiment}}
-  $experiments
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: MutatingWebhookConfiguration
-metadata: {name: katib.kubeflow.org}
-webhooks:
-- name: defaulter.experiment.katib.kubeflow.org
-  sideEffects: None
-  admissionReviewVersions: [v1]
-  clientConfig: {$service, path: /mutate-experiment}}
-  $experiments
-- name: mutator.pod.katib.kubeflow.org
-  sideEffects: None
-  admissionReviewVersions: [v1]
-  clientConfig: {$service, path: /mutate-pod}}
-  # only pods of namespaces that ask for Katib's metrics collector (the kubeflow one here)
-  namespaceSelector: {matchLabels: {katib.kubeflow.org/metrics-collector-injection: enabled}}
-  rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]
-EOF
+    printf 'apiVersion: v1\nkind: Secret\nmetadata: {name: katib-webhook-cert, namespace: %s}\n' "$KFP_NAMESPACE"
+    webhook_configuration ValidatingWebhookConfiguration katib.kubeflow.org
+    webhook validator.experiment.katib.kubeflow.org v1 "$service, path: /validate-experiment}" "$experiments"
+    webhook_configuration MutatingWebhookConfiguration katib.kubeflow.org
+    webhook defaulter.experiment.katib.kubeflow.org v1 "$service, path: /mutate-experiment}" "$experiments"
+    # only pods of namespaces that ask for Katib's metrics collector (the kubeflow one here)
+    webhook mutator.pod.katib.kubeflow.org v1 "$service, path: /mutate-pod}" \
+        "namespaceSelector: {matchLabels: {katib.kubeflow.org/metrics-collector-injection: enabled}}" \
+        'rules: [{apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [pods]}]'
     ENDPOINT="$KFP_ADDRESS" host_service katib-controller "$KATIB_WEBHOOK_PORT:webhook"
     host_service katib-db-manager "$KATIB_DB_MANAGER_PORT:api"
 }
