@@ -50,6 +50,7 @@ def targets() -> dict[Path, object]:
         MANIFESTS_DIR / "mpijob-example.yaml": example_mpijob,
         MANIFESTS_DIR / "katib-experiment-example.yaml": example_experiment,
         MANIFESTS_DIR / "inferenceservice-example.yaml": example_inference_service,
+        MANIFESTS_DIR / "kserve-serving-runtime.yaml": serving_runtime,
     }
 
 
@@ -95,6 +96,18 @@ def example_inference_service() -> str:
     return "# Rendered by `slipway compile` (slipway/compile.py): an example, not applied by anything.\n" + text
 
 
+def serving_runtime() -> str:
+    """Our serving image (pinned) as KServe's runtime for tensorflow, where TF Serving's image cannot be pulled."""
+    import yaml
+
+    from slipway.components.deploy import inference_service
+
+    body = inference_service.serving_runtime(images.image_reference("serving"))
+    return ("# Rendered by `slipway compile` (slipway/compile.py). Apply it where KServe's TF Serving runtime\n"
+            "# cannot be pulled: `kubectl apply -f manifests/kserve-serving-runtime.yaml` (components/deploy).\n"
+            + yaml.safe_dump(body, sort_keys=False))
+
+
 def compile_pipelines(options, output_dir: Path) -> list[Path]:
     """The three pipelines compiled with these KubernetesOptions into output_dir (not the committed copies)."""
     from slipway.pipelines.training import build
@@ -110,7 +123,7 @@ def compile_pipelines(options, output_dir: Path) -> list[Path]:
 
 
 def compile_to_text(func) -> str:
-    if func in (example_mpijob, example_experiment, example_inference_service):
+    if func in (example_mpijob, example_experiment, example_inference_service, serving_runtime):
         return func()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "out.yaml"

@@ -157,6 +157,12 @@ def test_example_manifests_pass_the_upstream_schemas_and_admission_rules():
     predictor = service["spec"]["predictor"]
     assert predictor["model"]["storageUri"] == "s3://mlpipeline/serving/taxi"
     assert predictor["serviceAccountName"] == "kserve-minio"  # credentials only through it
+    runtime = yaml.safe_load((ROOT / "manifests" / "kserve-serving-runtime.yaml").read_text())
+    crd = upstream.path("kserve-clusterservingruntime-crd")
+    assert [e.message for e in crd_validator(crd, "v1alpha1").iter_errors(runtime)] == []
+    (container,) = runtime["spec"]["containers"]
+    assert "slipway-serving@sha256:" in container["image"]
+    assert all("value" not in env for env in container["env"])  # from the pod's annotations; secrets by envFrom
 
 
 def test_pipelines_resolve_the_baseline_and_deploy_inside_the_compiled_yaml():

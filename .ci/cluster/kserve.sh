@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# KServe v0.20.0 on the single-node cluster (sourced by .ci/kfp-cluster; started by `up` with KFP_CLUSTER_KSERVE=1
-# until tests/test_kfp_kserve.py joins the tier): its controller manager (built by ../kserve/build from the Go module
+# KServe v0.20.0 on the single-node cluster (sourced by .ci/kfp-cluster; started by `up` unless KFP_CLUSTER_KSERVE=0;
+# tests/test_kfp_kserve.py): its controller manager (built by ../kserve/build from the Go module
 # proxy) in Standard mode (raw Deployments and Services; no Knative, no Istio, no Ingress), run like the other
 # operators as a process in KFP's network namespace with the kfp client identity.
 # - The CRDs it watches or lists, at the version manifests/upstream/go.mod locks.
@@ -10,7 +10,8 @@
 #   injected containers' resources are set because KServe refuses to reconcile without them.
 # - Its webhooks, with a certificate of our cluster CA: the InferenceService defaulter and validator (the defaulter
 #   is what turns RawDeployment into Standard, which the validator demands for spec.canary). Not its pod mutator:
-#   no storage-initializer image comes from a registry here, and our serving runtime reads the s3:// base itself.
+#   no storage-initializer image comes from a registry here, and our serving runtime reads the s3:// base itself
+#   (manifests/kserve-serving-runtime.yaml).
 KSERVE_DAEMONS="kserve-manager"
 KSERVE_NAMESPACE=kserve
 KSERVE_WEBHOOK_PORT=9443

@@ -8,10 +8,13 @@ step's model, eval rows and model base to it.
 from __future__ import annotations
 
 import os
+import time
 
 from slipway.components.deploy import inference_service, smoke
 from slipway.core import launcher
 from slipway.serving import layout
+
+SMOKE_RETRY_SECONDS = 1.0
 
 
 def deploy(name: str, model_base: str, push_base: str, version: int, model_dir: str, examples: list[bytes],
@@ -32,7 +35,7 @@ def deploy(name: str, model_base: str, push_base: str, version: int, model_dir: 
     checked: list[smoke.SmokeResult] = []
 
     def smoke_request(url: str) -> None:
-        checked.append(smoke.run(url, name, model, examples))
+        checked.append(_smoke_once_served(url, name, model, examples, version, settings.timeout_s))
 
     def retire() -> None:  # before the previous spec returns: its new pods must not load this version
         layout.retire(push_base, version, "smoke request failed")
@@ -55,3 +58,18 @@ def deploy(name: str, model_base: str, push_base: str, version: int, model_dir: 
         "prediction": answer.first_prediction,
         "reason": f"version {version} {result['rollout']}; answered {answer.describe()}",
     }
+
+
+def _smoke_once_served(url: str, name: str, model: smoke.LocalModel, examples: list[bytes], version: int,
+                       timeout_s: float) -> smoke.SmokeResult:
+    """The smoke request, once `version` answers at url. KServe's Standard mode calls an InferenceService Ready
+    while its Deployment still rolls (the old pods are Available): the Service may route to the previous version
+    until the new pods replace them, so the request is sent again until the new version answers (or timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return smoke.run(url, name, model, examples, version=version)
+        except smoke.OtherVersion as exc:
+            if time.monotonic() >= deadline:
+                raise smoke.SmokeFailed(f"{exc} after {timeout_s:g} s (the rollout did not finish)") from None
+            time.sleep(SMOKE_RETRY_SECONDS)

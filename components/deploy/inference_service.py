@@ -180,6 +180,50 @@ def pvc_local_path(model_base: str, settings: ServingSettings) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Our serving image as KServe's runtime for TensorFlow
+
+
+RUNTIME_NAME = "slipway-tensorflow"
+# KServe annotates every predictor pod with its storageUri; the Downward API hands it to our container.
+SOURCE_URI_ANNOTATION = "internal.serving.kserve.io/storage-initializer-sourceuri"
+DRAIN_SECONDS = 5  # preStop: the Service stops sending to a terminating pod before it stops answering
+
+
+def serving_runtime(image: str, name: str = RUNTIME_NAME, object_store_secret: str = "slipway-object-store") -> dict:
+    """A ClusterServingRuntime running our serving image for modelFormat tensorflow (protocol v1: TF Serving's REST
+    API), for clusters without KServe's TF Serving runtime (its image is not pulled everywhere).
+
+    The container reads the model base itself (no storage initializer): the storageUri from KServe's annotation,
+    the object store's variables from the Secret, and it serves exactly the version the predictor's
+    slipway.dev/model-version annotation names, so a canary and the stable predictor beside it each serve their
+    own version of one base. Readiness is HTTP (the server answers only once the version is loaded; a TCP probe
+    would pass while it loads), and preStop waits while the Service's endpoints drop the pod, so a rolling update
+    fails no request."""
+    def annotation(key: str) -> dict:
+        return {"valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}}
+
+    return {
+        "apiVersion": "serving.kserve.io/v1alpha1", "kind": "ClusterServingRuntime",
+        "metadata": {"name": name, "labels": {launcher.MANAGED_BY_LABEL: launcher.MANAGED_BY}},
+        "spec": {
+            "supportedModelFormats": [{"name": "tensorflow", "autoSelect": True, "priority": 1}],
+            "protocolVersions": ["v1"],
+            "containers": [{
+                "name": CONTAINER_NAME, "image": image,
+                "args": ["--model-base=$(STORAGE_URI)", "--version=$(MODEL_VERSION)", "--name={{.Name}}",
+                         "--host=0.0.0.0", "--port=8080"],
+                "env": [{"name": "STORAGE_URI", **annotation(SOURCE_URI_ANNOTATION)},
+                        {"name": "MODEL_VERSION", **annotation(VERSION_KEY)}],
+                "envFrom": [{"secretRef": {"name": object_store_secret}}],
+                "ports": [{"name": "http1", "containerPort": 8080, "protocol": "TCP"}],
+                "readinessProbe": {"httpGet": {"path": "/v2/health/ready", "port": 8080}, "periodSeconds": 1},
+                "lifecycle": {"preStop": {"sleep": {"seconds": DRAIN_SECONDS}}},
+            }],
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # The object
 
 

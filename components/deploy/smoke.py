@@ -24,6 +24,10 @@ class SmokeFailed(SlipwayError):
     """The served model did not answer the smoke request as the model itself does (message: one line)."""
 
 
+class OtherVersion(SmokeFailed):
+    """Another version answered (a rolling update still in progress behind the URL): ask again later."""
+
+
 @dataclass
 class SmokeResult:
     rows: int
@@ -100,21 +104,26 @@ def raw_rows(serialized: list[bytes], inputs: dict[str, str]) -> list[dict]:
     return client.rows_to_instances(rows, inputs, source="smoke")
 
 
-def run(url: str, name: str, model: LocalModel, serialized: list[bytes], timeout: float = 60) -> SmokeResult:
-    """Send the rows through every signature the model has; SmokeFailed (one line) on any difference or error."""
+def run(url: str, name: str, model: LocalModel, serialized: list[bytes], timeout: float = 60,
+        version: int | None = None) -> SmokeResult:
+    """Send the rows through every signature the model has; SmokeFailed (one line) on any difference or error.
+    version: the one that must answer; OtherVersion when a server names another (one that names none, as TF
+    Serving, is taken at its word)."""
     expected = model.predict(serialized)
     requests = [(client.DEFAULT_SIGNATURE, client.b64_instances(serialized))]
     inputs = model.raw_inputs()
     if inputs:
         requests.append((client.RAW_SIGNATURE, raw_rows(serialized, inputs)))
-    worst, version = 0.0, ""
+    worst, served_version = 0.0, ""
     for signature, instances in requests:
         try:
-            served, version = client.predict(url, name, instances, signature=signature, timeout=timeout)
+            served, served_version = client.predict(url, name, instances, signature=signature, timeout=timeout)
         except client.PredictError as exc:
             raise SmokeFailed(f"{signature}: {exc}") from None
+        if version is not None and served_version and served_version != str(version):
+            raise OtherVersion(f"{signature}: answered by version {served_version}, not {version}")
         worst = max(worst, _difference(signature, served, expected))
-    return SmokeResult(len(serialized), [s for s, _ in requests], version, expected[0], worst)
+    return SmokeResult(len(serialized), [s for s, _ in requests], served_version, expected[0], worst)
 
 
 def _difference(signature: str, served: list, expected: list) -> float:

@@ -225,3 +225,29 @@ def _smoke_examples(trained: dict) -> list[bytes]:
     from slipway.components.deploy import smoke
 
     return smoke.eval_examples(trained["examples"], 5)
+
+
+def test_the_cluster_smoke_request_waits_for_its_version_behind_the_url(trained, tmp_path: Path, monkeypatch):
+    """As a Service in front of a rolling Deployment: while version 1 answers, the request for version 2 is sent
+    again; it passes once 2 answers, and fails in one line naming both versions when 2 never comes."""
+    import threading
+
+    from slipway.components.deploy import cluster, smoke
+
+    base = str(tmp_path / "serving" / "synthetic")
+    layout.push(trained["model"], base, "sha-1")
+    server = process.start_server(base, "synthetic", poll_seconds=0.2)
+    monkeypatch.setattr(cluster, "SMOKE_RETRY_SECONDS", 0.2)
+    try:
+        model, examples = smoke.LocalModel(trained["model"]), _smoke_examples(trained)
+        with pytest.raises(smoke.SmokeFailed) as never:
+            cluster._smoke_once_served(server.url, "synthetic", model, examples, 2, timeout_s=1)
+        assert str(never.value) == ("serving_default: answered by version 1, not 2 after 1 s "
+                                    "(the rollout did not finish)")
+        later = threading.Timer(1.0, layout.push, (trained["model"], base, "sha-2"))
+        later.start()
+        result = cluster._smoke_once_served(server.url, "synthetic", model, examples, 2, timeout_s=60)
+        later.join()
+        assert result.version == "2" and result.max_difference <= 1e-4
+    finally:
+        server.stop()

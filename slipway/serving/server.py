@@ -1,13 +1,15 @@
 """KServe's Python model server on a TF Serving model base (runs in the serving environment, .venv-serving).
 
     python -m slipway.serving.server --model-base BASE --name NAME [--port 8080] [--host 127.0.0.1]
-        [--poll-seconds 1.0] [--state-file PATH]
+        [--poll-seconds 1.0] [--state-file PATH] [--version N]
 
 Serves the highest complete version under BASE (`<BASE>/<version>/saved_model.pb`, a local folder or s3:// URI)
 as one kserve.Model behind kserve's own REST server, and watches BASE every poll-seconds: a higher version is
 loaded and warmed in a background thread, then swapped in (requests in flight finish on the old one); when the
 served version disappears (retired) the highest remaining one takes over, and with none left the model is not
 ready (503) until a version appears. A version that fails to load is logged once and skipped.
+With --version N the server serves that version only, as a KServe predictor pod serves the version its
+InferenceService names (a canary beside it serves another one); an empty --version follows the highest.
 
 Protocols, both through kserve's routes:
 - V1, TF Serving's REST API (what KServe's TensorFlow runtime speaks): POST /v1/models/NAME:predict with
@@ -92,6 +94,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1", help="the one address to bind")
     parser.add_argument("--poll-seconds", type=float, default=1.0, help="how often to look for new versions")
     parser.add_argument("--state-file", default="", help="write pid, url and version here (JSON) while serving")
+    parser.add_argument("--version", default="", help="serve this version only (empty: the highest in the base)")
     args = parser.parse_args(argv)
     if not _NAME.match(args.name):
         parser.error(f"--name {args.name!r}: letters, digits, '.', '_' and '-' only")
@@ -99,6 +102,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--port {args.port}: not a port number")
     if args.poll_seconds <= 0:
         parser.error("--poll-seconds must be positive")
+    if args.version and not (args.version.isdigit() and int(args.version) > 0):
+        parser.error(f"--version {args.version!r}: a version number (1, 2, ...) or empty for the highest")
+    args.version = int(args.version) if args.version else None
     if args.state_file and not os.path.isdir(os.path.dirname(os.path.abspath(args.state_file))):
         parser.error(f"--state-file {args.state_file}: its folder does not exist")
     return args
@@ -651,9 +657,9 @@ def _v2_signature_name(request: InferRequest):
 class SavedModelServer(Model):
     """A TF Serving model base as one kserve.Model: the served version is swapped under it, atomically."""
 
-    def __init__(self, name: str, base: str, pool: ThreadPoolExecutor):
+    def __init__(self, name: str, base: str, pool: ThreadPoolExecutor, pinned: int | None = None):
         super().__init__(name, return_response_headers=True)
-        self.base, self._pool = base, pool
+        self.base, self._pool, self.pinned = base, pool, pinned
         self._served: Version | None = None
         self._failed: dict[int, str] = {}  # version -> why it did not load (shown in the metadata)
         self._last_problem = ""
@@ -676,13 +682,21 @@ class SavedModelServer(Model):
     # watching the base (one background thread)
 
     def refresh(self) -> None:
-        """Serve the highest loadable version under the base; called at start and every poll."""
+        """Serve the highest loadable version under the base (or the pinned one); called at start and every poll."""
         try:
             found = layout.versions(self.base)
         except Exception as exc:  # an unreachable object store: keep serving what is loaded
             self._problem(f"cannot list {self.base}: {exc}")
             return
         current = self.version
+        if self.pinned is not None:
+            # A pinned version stays served even if it leaves the base: what serves is the spec's business.
+            if current is None and self.pinned in found and self.pinned not in self._failed:
+                self._try_load(self.pinned)
+            elif current is None:
+                self._problem(f"version {self.pinned} of {self.base}: "
+                              f"{self._failed.get(self.pinned) or 'not in the base'}")
+            return
         for number in sorted(set(found) - set(self._failed), reverse=True):
             if number == current or self._try_load(number):
                 return
@@ -841,10 +855,12 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
     # collection (over 100 ms here, every request waiting) stops walking them.
     gc.freeze()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tf")
-    model = SavedModelServer(args.name, args.model_base, pool)
+    model = SavedModelServer(args.name, args.model_base, pool, args.version)
     model.refresh()
     if model.version is None:
-        print(f"serve: model folder {args.model_base}: no version could be loaded", file=sys.stderr)
+        which = f"version {args.version}" if args.version else "no version"
+        why = f" ({model._failed[args.version]})" if args.version in model._failed else ""
+        print(f"serve: model folder {args.model_base}: {which} could not be loaded{why}", file=sys.stderr)
         return 2
     port = sock.getsockname()[1]
     url = _url(args.host, port)
@@ -884,7 +900,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, _stop_on_signal)
     try:
         sock = bind(args.host, args.port)
-        layout.require_versions(args.model_base)
+        found = layout.require_versions(args.model_base)
+        if args.version is not None and args.version not in found:
+            raise SlipwayError(f"--version {args.version}: not in {args.model_base} (it has "
+                               f"{', '.join(map(str, found))})")
     except SlipwayError as exc:
         print(f"serve: {exc}", file=sys.stderr)
         return 2

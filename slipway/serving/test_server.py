@@ -343,6 +343,24 @@ def test_a_version_that_fails_to_load_is_skipped(tmp_path, serving_model):
     assert len(lines) == 1 and "failed to load, skipped" in lines[0]
 
 
+def test_a_pinned_version_is_served_whatever_else_the_base_holds(tmp_path, serving_model):
+    """--version N, as a KServe predictor pod runs it: version 1 while 2 exists, a push of 3 changes nothing,
+    and a version not in the base is refused at start in one line (exit 2)."""
+    base, model_dir = testing.make_model_base(tmp_path, serving_model)
+    assert testing.push_copy(model_dir, base) == 2
+    server = process.start_server(base, NAME, poll_seconds=0.2, version=1, log_file=str(tmp_path / "server.log"))
+    try:
+        assert server.version == 1
+        assert testing.push_copy(model_dir, base) == 3
+        time.sleep(1.5)  # several polls
+        assert _predict(server, {"instances": _b64_instances(ROWS[:1])})[1]["x-model-version"] == "1"
+    finally:
+        server.stop()
+    missing = subprocess.run(_serve_command(base, 0) + ["--version", "7"], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [f"serve: --version 7: not in {base} (it has 1, 2, 3)"]
+
+
 KSERVE_CLIENT = """
 import asyncio, base64, json, sys
 import numpy as np
