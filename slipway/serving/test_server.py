@@ -361,6 +361,25 @@ def test_a_pinned_version_is_served_whatever_else_the_base_holds(tmp_path, servi
     assert missing.stderr.strip().splitlines() == [f"serve: --version 7: not in {base} (it has 1, 2, 3)"]
 
 
+def test_an_object_store_base_is_served_as_a_kserve_pod_serves_it(tmp_path, serving_model, loopback_s3_env):
+    """The serving environment reading an s3:// base (a real S3 server on loopback) with a pinned version: what
+    our ClusterServingRuntime runs. Its import of tensorflow-io once failed there (TF_USE_LEGACY_KERAS without
+    tf-keras), so no KServe predictor of ours could load a model."""
+    from slipway.core.artifacts import sha256_tree
+    from slipway.core.testing import environment
+
+    base = "s3://slipway-test/serving/pinned"
+    with environment(loopback_s3_env):
+        assert layout.push(str(serving_model), base, sha256_tree(serving_model)).version == 1
+        assert layout.push(str(serving_model), base, "another model").version == 2
+        server = process.start_server(base, NAME, version=1, log_file=str(tmp_path / "server.log"))
+    try:
+        assert server.version == 1
+        assert _predict(server, {"instances": _b64_instances(ROWS[:1])})[1]["x-model-version"] == "1"
+    finally:
+        server.stop()
+
+
 KSERVE_CLIENT = """
 import asyncio, base64, json, sys
 import numpy as np
