@@ -1,4 +1,5 @@
-"""A CSV file's shape, through the real ingest executor on real files: delimiters, compression, header names."""
+"""A CSV file's shape, through the real ingest executor on real files: delimiters, compression, header names, and
+the rows ingest skips, per reason, on the step's line."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from slipway.components.ingest import executor
 from slipway.components.ingest.csv_shape import sniff_delimiter, suggested_names
+from slipway.core import step_facts
 from slipway.core.artifacts import examples_meta, split_files
 from slipway.core.errors import SlipwayError
 
@@ -192,3 +194,26 @@ def test_a_parquet_column_a_signature_cannot_take_is_refused(tmp_path: Path):
     with pytest.raises(SlipwayError, match=r"^data file .*data.parquet: column name 'trip miles' cannot be "
                                            r"TensorFlow signature input names .* e.g. 'trip miles' -> 'trip_miles'$"):
         executor.run(str(data), str(tmp_path / "out"), "label")
+
+
+def test_skipped_rows_are_counted_per_reason_on_the_step_line(tmp_path: Path):
+    body = rows()
+    for row in body[:8]:
+        row[-1] = ""
+    data = tmp_path / "data.csv.gz"
+    data.write_bytes(gzip.compress(text(";", body=body).encode()))
+    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    assert meta["rows_missing_label"] == 8
+    assert step_facts.skipped_rows(meta) == {"missing_label": 8}
+    line = step_facts.describe("ingest", {"examples": meta}, {})
+    assert line.endswith("classification (2 classes); 8 rows skipped (8 missing label)")
+
+
+def test_skipped_images_are_counted_per_reason_on_the_step_line():
+    # As lineage records an image folder's metadata: `skipped` is JSON text of {reason: count}.
+    meta = {"splits": {"train": 12, "eval": 6}, "task": "classification", "num_classes": 2, "rows_missing_label": 0,
+            "skipped": '{"empty_file": 1, "not_an_image": 1, "truncated": 2}'}
+    assert step_facts.describe("ingest", {"examples": meta}, {}) == (
+        "12 train, 6 eval rows; classification (2 classes); 4 rows skipped (2 truncated, 1 empty file, "
+        "1 not an image)"
+    )
