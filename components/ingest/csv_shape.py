@@ -107,7 +107,8 @@ def read_shape(path: Path, compression: str | None, label: str = "") -> CsvShape
         How to read the file.
     """
     with open_bytes(path, compression) as stream:
-        start = stream.read(HEADER_BYTES).decode("utf-8", errors="ignore")
+        # utf-8-sig: the byte order mark Excel's "CSV UTF-8" starts with is no part of the first name (pyarrow skips it)
+        start = stream.read(HEADER_BYTES).decode("utf-8-sig", errors="ignore")
     first = next((line for line in start.splitlines() if line.strip()), "")
     delimiter = sniff_delimiter(first)
     header = next((row for row in csv.reader(io.StringIO(start, newline=""), delimiter=delimiter) if row), [])
@@ -149,10 +150,12 @@ def check_column_names(source: str, names: Iterable[str], label: str = "") -> No
     if bad:
         renames = suggested_names(bad, set(names))
         shown = ", ".join(f"{n!r} -> {renames[n]!r}" for n in bad)
+        several = len(bad) > 1
         raise SlipwayError(
-            f"{source}: column name{'s' if len(bad) > 1 else ''} {_and([repr(n) for n in bad])} cannot be "
-            "TensorFlow signature input names (letters, digits and _, starting with a letter), which the served "
-            f"model takes; rename {'them' if len(bad) > 1 else 'it'} in the header, e.g. {shown}"
+            f"{source}: column name{'s' if several else ''} {_and([repr(n) for n in bad])} cannot be "
+            f"{'' if several else 'a '}TensorFlow signature input name{'s' if several else ''} (letters, digits and _, "
+            f"starting with a letter), which the served model takes; rename {'them' if several else 'it'} in the "
+            f"header, e.g. {shown}"
         )
 
 

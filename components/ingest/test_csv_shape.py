@@ -159,6 +159,13 @@ def _refused(tmp_path: Path, content: str, name: str = "data.csv", label: str = 
     return message.removeprefix(f"data file {data}: ")
 
 
+def test_a_byte_order_mark_is_no_part_of_the_first_name(tmp_path: Path, comma):
+    data = tmp_path / "excel.csv"
+    data.write_bytes(b"\xef\xbb\xbf" + text().encode())  # what Excel's "CSV UTF-8" writes
+    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    _same_as_comma(comma, meta, tmp_path / "out")
+
+
 def test_duplicate_column_names_are_named_with_the_file(tmp_path: Path):
     header = ["id", "age", "city", "age", "label", "city"]
     message = _refused(tmp_path, text(";", header, [[str(i), "3", "x", "4", "ab"[i % 2], "y"] for i in range(9)]))
@@ -191,8 +198,8 @@ def test_a_parquet_column_a_signature_cannot_take_is_refused(tmp_path: Path):
 
     data = tmp_path / "data.parquet"
     pd.DataFrame({"trip miles": [1.0, 2.0, 3.0], "label": ["a", "b", "a"]}).to_parquet(data, index=False)
-    with pytest.raises(SlipwayError, match=r"^data file .*data.parquet: column name 'trip miles' cannot be "
-                                           r"TensorFlow signature input names .* e.g. 'trip miles' -> 'trip_miles'$"):
+    with pytest.raises(SlipwayError, match=r"^data file .*data.parquet: column name 'trip miles' cannot be a "
+                                           r"TensorFlow signature input name .* e.g. 'trip miles' -> 'trip_miles'$"):
         executor.run(str(data), str(tmp_path / "out"), "label")
 
 
