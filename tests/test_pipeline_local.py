@@ -160,6 +160,45 @@ def test_bad_input_fails_the_run_with_one_line_and_no_downstream_steps(tmp_path:
     assert all(not any(p.iterdir()) for p in examples if p.is_dir())  # nothing valid-looking left
 
 
+def test_a_semicolon_gzip_csv_with_missing_labels_runs_and_says_why_rows_were_skipped(tmp_path: Path, capsys):
+    """A user's own export, as `slipway run` takes it: `;`-separated, gzip-compressed, 10 rows without a label."""
+    import gzip
+
+    lines = write_blobs_csv(tmp_path / "plain.csv", rows=300).read_text().splitlines()
+    rows = [line.rsplit(",", 1)[0] + "," if i % 30 == 1 else line for i, line in enumerate(lines[1:], 1)]
+    data = tmp_path / "blobs.csv.gz"
+    data.write_bytes(gzip.compress("".join(line.replace(",", ";") + "\n" for line in [lines[0], *rows]).encode()))
+    workdir = tmp_path / "out"
+    code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE),
+                   "--workdir", str(workdir), "--key", "id")
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert code == 0, summary.get("error")
+    assert summary["rows_skipped"] == {"missing_label": 10}
+    ingest_line = next(line for line in capsys.readouterr().out.splitlines()
+                       if line.strip().startswith("ingest") and " done in " in line)
+    assert ingest_line.endswith("rows; classification (3 classes); 10 rows skipped (10 missing label)")
+    meta = json.loads((Path(summary["steps"]["ingest"]["outputs"]["examples"]) / "examples_meta.json").read_text())
+    assert meta["rows_read"] == 300 and sum(meta["splits"].values()) == 290
+    assert meta["sources"][0]["compression"] == "gzip" and meta["sources"][0]["delimiter"] == ";"
+
+
+def test_a_column_name_the_model_could_not_serve_fails_the_run_at_ingest(tmp_path: Path, capsys):
+    data = write_blobs_csv(tmp_path / "blobs.csv", rows=30)
+    data.write_text(data.read_text().replace("id,x1,x2,", "id,x 1,x-2,", 1))
+    workdir = tmp_path / "out"
+    code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE),
+                   "--workdir", str(workdir))
+    assert code == 1
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["error"] == (
+        f"ingest: data file {data}: column names 'x 1' and 'x-2' cannot be TensorFlow signature input names "
+        "(letters, digits and _, starting with a letter), which the served model takes; rename them in the header, "
+        "e.g. 'x 1' -> 'x_1', 'x-2' -> 'x_2'"
+    )
+    assert all(summary["steps"][s]["status"] == "not_run" for s in ("validate", "transform", "train"))
+    assert summary["rows_skipped"] == {}
+
+
 def test_missing_module_file_is_refused_before_anything_runs(tmp_path: Path, capsys):
     data = write_blobs_csv(tmp_path / "blobs.csv", rows=30)
     code = run_cli("--data", str(data), "--label", "species", "--module", str(tmp_path / "nope.py"),

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
+from slipway.components.ingest import csv_shape
+from slipway.components.ingest.csv_shape import PLAIN, CsvShape
 from slipway.components.ingest.task import LabelSummary, as_number, decide_task
 from slipway.core.artifacts import EXAMPLES_META, sha256_file, staged_output, write_json
 from slipway.core.errors import SlipwayError, option_name
@@ -97,9 +99,10 @@ def find_input_files(data: str, data_format: str = "auto") -> list[Path]:
     if data_format in ("csv", "parquet"):
         return files  # the format was named: extensions do not matter
     for file in files:
-        if file.suffix.lower() not in CSV_SUFFIXES + PARQUET_SUFFIXES:
+        if not csv_shape.is_csv_name(file) and file.suffix.lower() not in PARQUET_SUFFIXES:
             raise SlipwayError(
-                f"data file {file}: unknown extension '{file.suffix or '(none)'}' (expected .csv, .parquet or .pq)"
+                f"data file {file}: unknown extension '{csv_shape.extension_of(file)}' (expected .csv, .csv.gz, "
+                ".csv.bz2, .csv.zst, .parquet or .pq; data_format=csv reads any file as CSV)"
             )
     return files
 
@@ -156,6 +159,7 @@ class FileScan:
     label: LabelSummary | None = None
     text: dict[str, TextColumn] = field(default_factory=dict)  # CSV: the text columns that may hold numbers
     block_size: int = CSV_FIRST_BLOCK_BYTES  # CSV: the reader's block, large enough for the file's longest row
+    shape: CsvShape = PLAIN  # CSV: compression, delimiter and header (csv_shape.read_shape)
 
     @property
     def names(self) -> list[str]:
@@ -190,13 +194,15 @@ def _scan_csv(path: Path, key: str, label: str, parse_text_label: bool) -> FileS
     rises, so it stops at the whole file's type (usually at once: the first block decides)."""
     import pyarrow as pa
 
-    sha = _check_csv_bytes(path)
+    compression = csv_shape.compression_of(path)
+    sha = _check_csv_bytes(path, compression)
+    shape = csv_shape.read_shape(path, compression, label)
     forced: dict[str, object] = {}
     misfits: dict[str, list[str]] = {}
     block_size = CSV_FIRST_BLOCK_BYTES
     while True:
         try:
-            scan = _scan_csv_once(path, forced, key, label, parse_text_label, block_size)
+            scan = _scan_csv_once(path, shape, forced, key, label, parse_text_label, block_size)
             break
         except _TypeTooNarrow as narrow:  # read again from the start: earlier blocks must fit the new type too
             misfits.setdefault(narrow.column, []).append(narrow.value)
@@ -213,51 +219,47 @@ def _scan_csv(path: Path, key: str, label: str, parse_text_label: bool) -> FileS
     return scan
 
 
-def _scan_csv_once(path: Path, forced: dict, key: str, label: str, parse_text_label: bool,
+def _scan_csv_once(path: Path, shape: CsvShape, forced: dict, key: str, label: str, parse_text_label: bool,
                    block_size: int) -> FileScan:
     import pyarrow.types as pat
 
-    scan = FileScan(path=path, parquet=False, block_size=block_size)
-    reader = _open_csv(path, forced, _header(path) if forced else None, block_size)
+    scan = FileScan(path=path, parquet=False, block_size=block_size, shape=shape)
+    reader = _open_csv(path, forced, list(shape.header) if forced else None, block_size, shape)
     scan.schema = reader.schema
     # The label and the key may be codes ("0", "1", "other"), which classification and hashing take as text.
     scan.text = {name: TextColumn() for name, kind in zip(scan.schema.names, scan.schema.types, strict=True)
                  if pat.is_string(kind) and name not in (key, label)}
     scan.label = _label_summary(scan.schema, label, parse_text_label)
-    for batch in _csv_batches(path, reader, scan.names, block_size):
+    for batch in _csv_batches(path, reader, scan.names, block_size, shape):
         _count_batch(scan, batch, label)
         for name, text in scan.text.items():
             text.add(batch.column(name), scan.rows - batch.num_rows)
     return scan
 
 
-def _header(path: Path) -> list[str]:
-    """The column names of a CSV file (its first row)."""
-    return next(_csv_rows(path))[1]
-
-
 def _open_csv(path: Path, column_types: Mapping, names: list[str] | None = None,
-              block_size: int = CSV_MAX_ROW_BYTES):
+              block_size: int = CSV_MAX_ROW_BYTES, shape: CsvShape = PLAIN):
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
     try:
         return pacsv.open_csv(
-            # Raw bytes, as they are: no decompression guessed from the file name.
-            pa.input_stream(str(path), compression=None),
+            # Decompressed as the file's first bytes say (csv_shape.compression_of), never as its name guesses.
+            csv_shape.open_bytes(path, shape.compression),
             # One thread: after a parse error (a row longer than the block, say) pyarrow's threaded reader can hang
             # for good or abort the process (apache/arrow#43892). Turning rows into tf.Examples costs far more
             # than parsing, so the threads saved little. A row must fit in one block (see CSV_FIRST_BLOCK_BYTES).
             read_options=pacsv.ReadOptions(use_threads=False, block_size=block_size),
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True, delimiter=shape.delimiter),
             convert_options=pacsv.ConvertOptions(strings_can_be_null=True, quoted_strings_can_be_null=False,
                                                  column_types=dict(column_types)),
         )
     except (pa.ArrowInvalid, pa.ArrowException) as exc:  # the first block is read (and converted) at once
-        _raise_csv_error(path, exc, names, block_size)
+        _raise_csv_error(path, exc, names, block_size, shape)
 
 
-def _csv_batches(path: Path, reader, names: list[str] | None, block_size: int = CSV_MAX_ROW_BYTES) -> Iterator:
+def _csv_batches(path: Path, reader, names: list[str] | None, block_size: int = CSV_MAX_ROW_BYTES,
+                 shape: CsvShape = PLAIN) -> Iterator:
     """The reader's record batches (one block each); a value that does not fit its column's type raises
     _TypeTooNarrow, any other failure the one-line error of reading the file."""
     import pyarrow as pa
@@ -268,11 +270,12 @@ def _csv_batches(path: Path, reader, names: list[str] | None, block_size: int = 
         except StopIteration:
             return
         except (pa.ArrowInvalid, pa.ArrowException) as exc:
-            _raise_csv_error(path, exc, names, block_size)
+            _raise_csv_error(path, exc, names, block_size, shape)
         yield batch
 
 
-def _raise_csv_error(path: Path, exc: Exception, names: list[str] | None, block_size: int) -> None:
+def _raise_csv_error(path: Path, exc: Exception, names: list[str] | None, block_size: int,
+                     shape: CsvShape = PLAIN) -> None:
     message = str(exc)
     if "straddles two block boundaries" in message and block_size < CSV_MAX_ROW_BYTES:
         raise _RowOverBlock() from None
@@ -280,7 +283,7 @@ def _raise_csv_error(path: Path, exc: Exception, names: list[str] | None, block_
     if misfit and names is not None and int(misfit[1]) < len(names):
         raise _TypeTooNarrow(names[int(misfit[1])], misfit[2]) from None
     # pyarrow's message has no reliable line number: find the offending line ourselves.
-    _check_csv_rows(path)
+    _check_csv_rows(path, shape)
     raise SlipwayError(f"data file {path}: not readable as CSV ({' '.join(message.split())[:300]})") from None
 
 
@@ -303,6 +306,7 @@ def _scan_parquet(path: Path, key: str, label: str, parse_text_label: bool) -> F
     if parquet.metadata.num_rows == 0:
         raise SlipwayError(f"data file {path}: has no rows")
     scan = FileScan(path=path, parquet=True, schema=parquet.schema_arrow, sha256=sha256_file(path))
+    csv_shape.check_column_names(f"data file {path}", scan.names, label)
     _finish_scan(scan, key, {})
     scan.label = _label_summary(scan.schema, label, parse_text_label)
     for batch in _parquet_batches(parquet):
@@ -392,7 +396,7 @@ def _numeric_types(path: Path, scan: FileScan) -> dict[str, str]:
             numbers[name] = "int" if text.whole and text.fits_int64 else "float"
             continue
         count = text.filled - text.numbers
-        lines = _data_row_lines(path, {row for row, _ in text.bad})
+        lines = _data_row_lines(path, {row for row, _ in text.bad}, scan.shape)
         shown = ", ".join(f"line {lines.get(row, '?')} {_short(value)}" for row, value in text.bad)
         more = f" and {count - 3} more" if count > 3 else ""
         raise SlipwayError(
@@ -410,23 +414,36 @@ def _short(value: str, width: int = 40) -> str:
 # -- CSV text checks: one-line errors with a line number ------------------------------------------------------
 
 
-def _check_csv_bytes(path: Path) -> str:
+def _check_csv_bytes(path: Path, compression: str | None = None) -> str:
     """The file's sha256, after checking, a chunk at a time, that it is not empty and is UTF-8 (one-line error
-    naming the line of the first undecodable byte)."""
+    naming the line of the first undecodable byte); a compressed file's text is checked as it is decompressed."""
+    import pyarrow as pa
+
     digest = hashlib.sha256()
     decoder = codecs.getincrementaldecoder("utf-8")()
     blank, newlines = True, 0
-    with open(path, "rb") as f:
-        while chunk := f.read(READ_CHUNK):
-            digest.update(chunk)
-            blank = blank and not chunk.strip()
-            if not chunk.isascii() or decoder.getstate()[0]:
-                _decode(path, decoder, chunk, newlines, final=False)
-            newlines += chunk.count(b"\n")
+    try:
+        with csv_shape.open_bytes(path, compression) as f:
+            while chunk := f.read(READ_CHUNK):
+                blank = _check_text_chunk(path, decoder, chunk, newlines, blank, digest if not compression else None)
+                newlines += chunk.count(b"\n")
+    except (pa.ArrowInvalid, OSError) as exc:  # a corrupt or cut compressed stream
+        raise SlipwayError(f"data file {path}: not readable as {compression} ({' '.join(str(exc).split())[:200]})"
+                           ) from None
     _decode(path, decoder, b"", newlines, final=True)
     if blank:
         raise SlipwayError(f"data file {path}: is empty")
-    return digest.hexdigest()
+    return digest.hexdigest() if not compression else sha256_file(path)
+
+
+def _check_text_chunk(path: Path, decoder, chunk: bytes, newlines: int, blank: bool, digest) -> bool:
+    """Check one chunk of the file's text (UTF-8, see _decode) and hash it (digest None: not); whether the text is
+    still blank."""
+    if digest is not None:
+        digest.update(chunk)
+    if not chunk.isascii() or decoder.getstate()[0]:
+        _decode(path, decoder, chunk, newlines, final=False)
+    return blank and not chunk.strip()
 
 
 def _decode(path: Path, decoder, chunk: bytes, newlines: int, final: bool) -> None:
@@ -440,10 +457,10 @@ def _decode(path: Path, decoder, chunk: bytes, newlines: int, final: bool) -> No
         ) from None
 
 
-def _check_csv_rows(path: Path) -> None:
+def _check_csv_rows(path: Path, shape: CsvShape = PLAIN) -> None:
     """Raise a one-line error for a row over CSV_MAX_ROW_BYTES or a row with the wrong number of columns."""
     header = None
-    for line, row, size in _csv_rows(path):
+    for line, row, size in _csv_rows(path, shape=shape):
         if size > CSV_MAX_ROW_BYTES:
             widest = max(range(len(row)), key=lambda i: len(row[i]))
             column = f"'{header[widest]}'" if header and widest < len(header) else f"{widest + 1}"
@@ -460,16 +477,16 @@ def _check_csv_rows(path: Path) -> None:
         raise SlipwayError(f"data file {path}: is empty")
 
 
-def _csv_rows(path: Path, header: bool = True) -> Iterator[tuple[int, list[str], int]]:
+def _csv_rows(path: Path, header: bool = True, shape: CsvShape = PLAIN) -> Iterator[tuple[int, list[str], int]]:
     """(the line the row starts on, its values, its size in bytes) for each non-empty row, the header first
     unless header is False; empty lines are skipped, as pyarrow skips them. Reads the file as it goes."""
     saved = csv.field_size_limit()
     csv.field_size_limit(CSV_MAX_ROW_BYTES)  # the module's default (128 KiB) is far below what pyarrow reads
     # newline="\n": lines end at \n only, as pyarrow splits them, and keep their \r
-    with open(path, encoding="utf-8", newline="\n") as text:
+    with csv_shape.open_text(path, shape.compression) as text:
         lines = _CountedLines(text)
         try:
-            reader = csv.reader(lines)
+            reader = csv.reader(lines, delimiter=shape.delimiter)
             start_line, header_seen = 1, False
             for row in reader:
                 if row:
@@ -515,12 +532,12 @@ class _CountedLines:
         self._row, self.chars = [], 0
 
 
-def _data_row_lines(path: Path, rows: set[int]) -> dict[int, int]:
+def _data_row_lines(path: Path, rows: set[int], shape: CsvShape = PLAIN) -> dict[int, int]:
     """The line each of the given data rows (0 = the first after the header) starts on."""
     found: dict[int, int] = {}
     if not rows:
         return found
-    for index, (line, _, _) in enumerate(_csv_rows(path, header=False)):
+    for index, (line, _, _) in enumerate(_csv_rows(path, header=False, shape=shape)):
         if index in rows:
             found[index] = line
             if len(found) == len(rows):
@@ -536,8 +553,9 @@ def converted_batches(scan: FileScan) -> Iterator:
     if scan.parquet:
         batches = _parquet_batches(_open_parquet(scan.path))
     else:
-        reader = _open_csv(scan.path, dict(zip(scan.names, scan.schema.types, strict=True)), None, scan.block_size)
-        batches = _csv_batches(scan.path, reader, None, scan.block_size)
+        reader = _open_csv(scan.path, dict(zip(scan.names, scan.schema.types, strict=True)), None, scan.block_size,
+                           scan.shape)
+        batches = _csv_batches(scan.path, reader, None, scan.block_size, scan.shape)
     for batch in batches:
         for start in range(0, batch.num_rows, SLICE_ROWS):
             piece = batch.slice(start, SLICE_ROWS)
@@ -633,8 +651,8 @@ class TabularInput:
             "rows_read": self.summary.rows,
             "rows_missing_label": self.summary.rows - self.summary.present,
             "split_key": self.key or "(whole row)",
-            "sources": [{"path": str(s.path), "sha256": s.sha256, "bytes": s.path.stat().st_size}
-                        for s in self.scans],
+            "sources": [{"path": str(s.path), "sha256": s.sha256, "bytes": s.path.stat().st_size,
+                         **s.shape.source_meta()} for s in self.scans],
         }
 
     def chunks(self) -> Iterator[tuple[list[bytes], list[int]]]:
@@ -808,7 +826,7 @@ def detect_format(data: str) -> str:
         return "cifar10"
     top = [p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
     tabular = CSV_SUFFIXES + PARQUET_SUFFIXES
-    if not any(p.suffix.lower() in tabular or tfrecords.is_tfrecord_name(p) for p in top) \
+    if not any(p.suffix.lower() in tabular or csv_shape.is_csv_name(p) or tfrecords.is_tfrecord_name(p) for p in top) \
             and images.looks_like_image_folder(path):
         return "images"
     files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]

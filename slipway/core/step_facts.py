@@ -40,8 +40,29 @@ def _ingest(outputs: dict, params: dict) -> str:
         text += f"; {meta['task']}"
     if meta.get("num_classes"):
         text += f" ({meta['num_classes']} classes)"
-    skipped = int(meta.get("rows_missing_label") or 0) + int(meta.get("skipped") or 0)
-    return text + (f"; {skipped:,} rows skipped" if skipped else "")
+    skipped = skipped_rows(meta)
+    if not skipped:
+        return text
+    reasons = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in skipped.items())
+    total = sum(skipped.values())
+    return text + f"; {total:,} row{'s' if total != 1 else ''} skipped ({reasons})"
+
+
+def skipped_rows(meta: dict[str, Any]) -> dict[str, int]:
+    """The rows (images, records) ingest left out, per reason, most first: `missing_label` (a CSV, Parquet or
+    TFRecord row without a label) and the reasons an image was skipped (`truncated`, `not_an_image`...).
+
+    Args:
+        meta: ingest's examples metadata (examples_meta.json, or as lineage recorded it).
+
+    Returns:
+        {reason: count} of the reasons with a count, in decreasing count (then name) order; empty when none.
+    """
+    counts = {str(reason): int(count) for reason, count in (decoded(meta.get("skipped")) or {}).items()}
+    missing = int(meta.get("rows_missing_label") or 0)
+    if missing:
+        counts["missing_label"] = counts.get("missing_label", 0) + missing
+    return dict(sorted(((r, c) for r, c in counts.items() if c), key=lambda item: (-item[1], item[0])))
 
 
 def _validate(outputs: dict, params: dict) -> str:
