@@ -44,8 +44,10 @@ def deploy(name: str, model_base: str, push_base: str, version: int, model_dir: 
     result = inference_service.deploy(body, client, reference, settings, smoke_request, poll=poll,
                                       before_rollback=retire)
     answer = checked[-1]
-    print(f"deploy: {name} version {version} {result['status']} at {result['url']}: smoke request "
-          f"{answer.describe()}", flush=True)
+    where = result["url"] if result["smoke_url"] == result["url"] else \
+        f"{result['url']} (smoke request sent to {result['smoke_url']})"
+    print(f"deploy: {name} version {version} {result['status']} at {where}: smoke request {answer.describe()}",
+          flush=True)
     return {
         "status": result["status"],
         "endpoint": result["url"],
