@@ -56,6 +56,24 @@ def newest_pod(pods: Sequence[Any]) -> Any | None:
     return max(pods, key=created, default=None)
 
 
+def container_trouble(pod: Any) -> str:
+    """Why the pod's first container is not running cleanly, in words ("" when it is): its waiting reason, its last
+    exit and its restarts. A container killed before it wrote a line (OOMKilled) leaves an empty log: this says why."""
+    statuses = (pod.status.container_statuses if pod.status else None) or []
+    if not statuses:
+        return ""
+    status = statuses[0]
+    parts = []
+    if status.state and status.state.waiting and status.state.waiting.reason:
+        parts.append(status.state.waiting.reason)
+    last = status.last_state.terminated if status.last_state else None
+    if last and last.reason:
+        parts.append(f"last exit {last.reason} (status {last.exit_code})")
+    if status.restart_count:
+        parts.append(f"{status.restart_count} restarts")
+    return f"pod {pod.metadata.name}: {', '.join(parts)}" if parts else ""
+
+
 class KubeClient:
     """ResourceClient over CustomObjectsApi and CoreV1Api."""
 
@@ -116,8 +134,10 @@ class KubeClient:
         if pod is None:
             return f"(no pod matches {label_selector(selector)})"
         container = pod.spec.containers[0].name if pod.spec and pod.spec.containers else None
-        return self.core.read_namespaced_pod_log(pod.metadata.name, ref.namespace, container=container,
+        text = self.core.read_namespaced_pod_log(pod.metadata.name, ref.namespace, container=container,
                                                  tail_lines=lines, _request_timeout=REQUEST_TIMEOUT_S)
+        trouble = container_trouble(pod)
+        return f"{text.rstrip()}\n{trouble}" if trouble else text
 
     def list(self, group: str, version: str, plural: str, namespace: str, labels: Mapping[str, str]) -> list[dict]:
         """The namespaced custom objects carrying labels (Katib's Trials of one Experiment)."""

@@ -566,6 +566,19 @@ def test_kube_helpers():
         == "j-launcher-c"
     assert kube.newest_pod([]) is None
 
+    crashing = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="taxi-predictor-x"), status=k8s.V1PodStatus(
+        container_statuses=[k8s.V1ContainerStatus(
+            name="kserve-container", image="i", image_id="", ready=False, restart_count=3,
+            state=k8s.V1ContainerState(waiting=k8s.V1ContainerStateWaiting(reason="CrashLoopBackOff")),
+            last_state=k8s.V1ContainerState(terminated=k8s.V1ContainerStateTerminated(exit_code=137,
+                                                                                       reason="OOMKilled")))]))
+    assert kube.container_trouble(crashing) == \
+        "pod taxi-predictor-x: CrashLoopBackOff, last exit OOMKilled (status 137), 3 restarts"
+    running = k8s.V1Pod(metadata=k8s.V1ObjectMeta(name="p"), status=k8s.V1PodStatus(container_statuses=[
+        k8s.V1ContainerStatus(name="c", image="i", image_id="", ready=True, restart_count=0,
+                              state=k8s.V1ContainerState(running=k8s.V1ContainerStateRunning()))]))
+    assert kube.container_trouble(running) == "" and kube.container_trouble(k8s.V1Pod()) == ""
+
 
 def test_kube_client_replace_is_a_conditional_put_by_slipway():
     custom = mock.Mock()
