@@ -146,10 +146,9 @@ def _add_run(commands) -> None:
 
 
 def _run(args) -> int:
+    from slipway import run_arguments
     from slipway.core import lineage
     from slipway.core.storage import local_path
-    from slipway.pipelines import training
-    from slipway.runner import run_local
     from slipway.serving.layout import model_name_for
 
     images = args.pipeline == "images"
@@ -161,13 +160,7 @@ def _run(args) -> int:
         raise SlipwayError(f"module file {module}: not found")
     if not data.exists():
         raise SlipwayError(f"data {data}: no such file or folder")
-    for flag, text in (("--hparams", args.hparams), ("--skew", args.skew), ("--drift", args.drift),
-                       ("--trial-hparams", args.trial_hparams), ("--deploy-cluster", args.deploy_cluster),
-                       ("--eval-settings", args.eval_settings or "{}")):
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SlipwayError(f"{flag}: not valid JSON ({exc.msg})") from None
+    run_arguments.check_run_arguments(args, data, label, module, images)  # before kfp and TensorFlow are imported
     from slipway.core import beam
 
     # a malformed value is refused before any step runs
@@ -177,6 +170,8 @@ def _run(args) -> int:
         raise SlipwayError(f"--workers {workers}: must be at least 1")
     if args.tune and images:
         raise SlipwayError("--tune: tuning runs with the tabular pipeline for now")
+    from slipway.pipelines import training
+
     pipeline = training.image_pipeline if images else training.tabular_pipeline
     if args.tune:
         pipeline = training.tuned_tabular_pipeline
@@ -222,11 +217,14 @@ def _run(args) -> int:
     from slipway.core.modules import check_pipeline_module
 
     with native_stderr_silenced():
-        check_pipeline_module(module)  # a missing build_keras_model named now, not after the steps before train
+        # a missing build_keras_model named now, not after the steps before train; computed defaults checked
+        run_arguments.check_module_hyperparameters(check_pipeline_module(module), args)
+    run_arguments.create_workdir(workdir)
     containers = None
     if args.runner == "podman":
         arguments, containers = _containers(arguments, workdir)
     from slipway.core.errors import CLI_INTERFACE, INTERFACE_ENV
+    from slipway.runner import run_local
 
     previous = os.environ.get(INTERFACE_ENV)
     os.environ[INTERFACE_ENV] = CLI_INTERFACE  # steps' errors name our flags (--allow-anomalies), not parameters
