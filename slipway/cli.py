@@ -170,11 +170,6 @@ def _run(args) -> int:
         raise SlipwayError(f"--workers {workers}: must be at least 1")
     if args.tune and images:
         raise SlipwayError("--tune: tuning runs with the tabular pipeline for now")
-    from slipway.pipelines import training
-
-    pipeline = training.image_pipeline if images else training.tabular_pipeline
-    if args.tune:
-        pipeline = training.tuned_tabular_pipeline
     workdir = Path(args.workdir).resolve()
     lineage_uri = args.lineage or lineage.sqlite_uri(workdir / "metadata.sqlite")
     arguments = {
@@ -187,7 +182,7 @@ def _run(args) -> int:
         "hyperparameters": args.hparams,
         "workers": workers,
         # Per-epoch checkpoints outlive a failed run, so running the same command again resumes training.
-        "checkpoint_dir": str(workdir / "checkpoints" / pipeline.name),
+        "checkpoint_dir": "",  # below, once the pipeline (kfp: seconds to import) is imported
         "eval_settings": args.eval_settings,
         "baseline_model": _baseline(args.baseline),
         "beam_pipeline_args": beam_pipeline_args,
@@ -213,6 +208,11 @@ def _run(args) -> int:
             raise SlipwayError(f"--tune {args.tune}: {exc}") from None
         # The spec travels as text (checked here first), so the run's parameters name no path of this machine.
         arguments.update(search_spec=json.dumps(spec), trial_hyperparameters=args.trial_hparams)
+    from slipway.pipelines import training
+
+    pipeline = training.tuned_tabular_pipeline if args.tune else training.image_pipeline if images else (
+        training.tabular_pipeline)
+    arguments["checkpoint_dir"] = str(workdir / "checkpoints" / pipeline.name)
     from slipway.console import native_stderr_silenced
     from slipway.core.modules import check_pipeline_module
 
@@ -251,7 +251,7 @@ def _deploy_arguments(args, default_name: str, workdir: Path) -> dict:
     from slipway.serving.layout import check_model_name
 
 
-    name = check_model_name(args.model_name or default_name)
+    name = check_model_name(args.model_name or default_name, "--model-name")  # the default is always valid
     if args.deploy is None:
         args.deploy = "push" if args.runner == "podman" else "local"
     if args.runner == "podman" and args.deploy == "local":

@@ -165,6 +165,12 @@ def hyperparameters():
     ("--label", "Species", "--label Species: no such column in {data} (did you mean 'species'?)"),
     ("--label", "specie", "--label specie: no such column in {data} (did you mean 'species'?)"),
     ("--label", "kind", "--label kind: no such column in {data} (columns: id, x1, x2, color, species)"),
+    # refused before as well, but after importing kfp (2-5 s)
+    ("--port", "70000", "--port 70000: expected 0 (any free port) to 65535"),
+    ("--model-name", "My_Model", "--model-name 'My_Model': use lower-case letters, digits and '-', starting with a "
+                                 "letter (at most 63 characters): it becomes the URL path and the InferenceService "
+                                 "name"),
+    ("--data-format", "tfrecord", "--data-format images/cifar10/tfrecord and --image-size need --pipeline images"),
 ])
 def test_a_bad_argument_is_refused_in_its_own_process_within_a_second_or_so(inputs, flag, value, error):
     inputs["module"].write_text(TYPED_HPARAMS_MODULE)
