@@ -206,3 +206,14 @@ def test_computed_hyperparameter_defaults_are_checked_after_the_module_is_import
     line, _ = _typed(*_args(inputs), "--hparams", '{"hidden": [8]}')
     assert line == "--hparams: hyperparameter 'hidden' must be an integer like the module's default 8, got [8]"
     assert not inputs["workdir"].exists()
+
+
+def test_a_workdir_the_file_system_refuses_is_one_line(inputs):
+    """/sys: a folder every user may look into and none may create in (root included, which access() cannot tell:
+    then the CLI finds out by creating the workdir, after the other checks)."""
+    workdir = Path("/sys/slipway-workdir")
+    if not Path("/sys").is_dir() or workdir.exists():
+        pytest.skip("no sysfs here")
+    line, _ = _typed(*_args(inputs, workdir=str(workdir)))
+    assert line in (f"--workdir {workdir}: not writable (in /sys)",
+                    f"--workdir {workdir}: cannot be created or written (Operation not permitted)"), line
