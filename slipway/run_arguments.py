@@ -44,6 +44,7 @@ def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module
     """
     parsed = {flag: _json_object(flag, getattr(args, name)) for flag, name in JSON_FLAGS}
     defaults = literal_hyperparameters(module)
+    check_defaults(module, defaults)
     for flag in ("--hparams", "--trial-hparams"):
         check_hyperparameters(flag, parsed[flag], defaults)
     from slipway.components.validate.executor import parse_thresholds
@@ -107,13 +108,23 @@ def literal_hyperparameters(module: Path) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def check_defaults(module: Path | str, defaults: dict | None) -> None:
+    """The module's hyperparameters() defaults as train checks them (None: unknown yet), named as the module's."""
+    from slipway.components.train.model_module import resolve_hyperparameters
+
+    try:
+        resolve_hyperparameters(SimpleNamespace(hyperparameters=lambda: dict(defaults or {})), {})
+    except SlipwayError as exc:
+        raise SlipwayError(f"module file {module}: hyperparameters(): {exc}") from None
+
+
 def check_hyperparameters(flag: str, given: dict, defaults: dict | None) -> None:
     """Slipway's own hyper-parameters checked as train checks them; the module's, by the type of their default
     (None: defaults unknown, only Slipway's are checked)."""
     from slipway.components.train.model_module import resolve_hyperparameters
 
-    try:  # over the module's defaults as train merges them
-        resolve_hyperparameters(SimpleNamespace(hyperparameters=lambda: dict(defaults or {})), given)
+    try:  # over Slipway's defaults only, so that an error is about a given value
+        resolve_hyperparameters(SimpleNamespace(hyperparameters=dict), given)
     except SlipwayError as exc:
         raise SlipwayError(f"{flag}: {exc}") from None
     for name, value in given.items():
@@ -128,6 +139,7 @@ def check_module_hyperparameters(module: ModuleType, args: argparse.Namespace) -
     from slipway.core.modules import optional_dict
 
     defaults = optional_dict(module, "hyperparameters")
+    check_defaults(module.__file__ or "", defaults)
     for flag, name in (("--hparams", "hparams"), ("--trial-hparams", "trial_hparams")):
         check_hyperparameters(flag, _json_object(flag, getattr(args, name)), defaults)
 

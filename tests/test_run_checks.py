@@ -200,6 +200,14 @@ def test_a_workdir_that_cannot_be_created_is_one_line(inputs, tmp_path, inside, 
     assert seconds < BAD_ARGUMENT_SECONDS, seconds
 
 
+def test_a_bad_hyperparameter_default_is_named_as_the_modules(inputs):
+    inputs["module"].write_text(MODULE + "\n\ndef hyperparameters():\n    return {'epochs': 0}\n")
+    line, seconds = _typed(*_args(inputs), "--hparams", '{"batch_size": 8}')
+    assert line == (f"module file {inputs['module']}: hyperparameters(): hyperparameter 'epochs': must be a positive "
+                    "integer, got 0")
+    assert seconds < BAD_ARGUMENT_SECONDS, seconds
+
+
 def test_computed_hyperparameter_defaults_are_checked_after_the_module_is_imported(inputs):
     inputs["module"].write_text(MODULE + "\n\ndef hyperparameters():\n    defaults = {'hidden': 8}\n"
                                          "    return defaults\n")
