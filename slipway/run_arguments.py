@@ -204,9 +204,9 @@ def _first_csv_file(data: Path, data_format: str) -> Path | None:
 
     if data_format not in ("auto", "csv"):
         return None
-    if data.is_dir():
+    if data.is_dir():  # the first file ingest reads as CSV, as find_input_files lists them
         files = sorted(p for p in data.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
-        data = files[0] if files else data
+        data = next((p for p in files if data_format == "csv" or csv_shape.is_csv_name(p)), data)
     if not data.is_file() or (data_format == "auto" and not csv_shape.is_csv_name(data)):
         return None
     return data

@@ -225,3 +225,12 @@ def test_a_workdir_the_file_system_refuses_is_one_line(inputs):
     line, _ = _typed(*_args(inputs, workdir=str(workdir)))
     assert line in (f"--workdir {workdir}: not writable (in /sys)",
                     f"--workdir {workdir}: cannot be created or written (Operation not permitted)"), line
+
+
+def test_the_label_is_looked_for_in_a_folders_first_csv_file(inputs, tmp_path):
+    folder = tmp_path / "data"
+    (folder / "part").mkdir(parents=True)
+    (folder / "a-notes.txt").write_text("not a CSV file\n")
+    inputs["data"].rename(folder / "part" / "blobs.csv")
+    line, _ = _typed(*_args(inputs, data=str(folder), label="colour"))
+    assert line == f"--label colour: no such column in {folder / 'part' / 'blobs.csv'} (did you mean 'color'?)"
