@@ -146,10 +146,9 @@ def _add_run(commands) -> None:
 
 
 def _run(args) -> int:
+    from slipway import run_arguments
     from slipway.core import lineage
     from slipway.core.storage import local_path
-    from slipway.pipelines import training
-    from slipway.runner import run_local
     from slipway.serving.layout import model_name_for
 
     images = args.pipeline == "images"
@@ -161,13 +160,7 @@ def _run(args) -> int:
         raise SlipwayError(f"module file {module}: not found")
     if not data.exists():
         raise SlipwayError(f"data {data}: no such file or folder")
-    for flag, text in (("--hparams", args.hparams), ("--skew", args.skew), ("--drift", args.drift),
-                       ("--trial-hparams", args.trial_hparams), ("--deploy-cluster", args.deploy_cluster),
-                       ("--eval-settings", args.eval_settings or "{}")):
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SlipwayError(f"{flag}: not valid JSON ({exc.msg})") from None
+    run_arguments.check_run_arguments(args, data, label, module, images)  # before kfp and TensorFlow are imported
     from slipway.core import beam
 
     # a malformed value is refused before any step runs
@@ -177,9 +170,6 @@ def _run(args) -> int:
         raise SlipwayError(f"--workers {workers}: must be at least 1")
     if args.tune and images:
         raise SlipwayError("--tune: tuning runs with the tabular pipeline for now")
-    pipeline = training.image_pipeline if images else training.tabular_pipeline
-    if args.tune:
-        pipeline = training.tuned_tabular_pipeline
     workdir = Path(args.workdir).resolve()
     lineage_uri = args.lineage or lineage.sqlite_uri(workdir / "metadata.sqlite")
     arguments = {
@@ -192,7 +182,7 @@ def _run(args) -> int:
         "hyperparameters": args.hparams,
         "workers": workers,
         # Per-epoch checkpoints outlive a failed run, so running the same command again resumes training.
-        "checkpoint_dir": str(workdir / "checkpoints" / pipeline.name),
+        "checkpoint_dir": "",  # below, once the pipeline (kfp: seconds to import) is imported
         "eval_settings": args.eval_settings,
         "baseline_model": _baseline(args.baseline),
         "beam_pipeline_args": beam_pipeline_args,
@@ -218,15 +208,23 @@ def _run(args) -> int:
             raise SlipwayError(f"--tune {args.tune}: {exc}") from None
         # The spec travels as text (checked here first), so the run's parameters name no path of this machine.
         arguments.update(search_spec=json.dumps(spec), trial_hyperparameters=args.trial_hparams)
+    from slipway.pipelines import training
+
+    pipeline = training.tuned_tabular_pipeline if args.tune else training.image_pipeline if images else (
+        training.tabular_pipeline)
+    arguments["checkpoint_dir"] = str(workdir / "checkpoints" / pipeline.name)
     from slipway.console import native_stderr_silenced
     from slipway.core.modules import check_pipeline_module
 
     with native_stderr_silenced():
-        check_pipeline_module(module)  # a missing build_keras_model named now, not after the steps before train
+        # a missing build_keras_model named now, not after the steps before train; computed defaults checked
+        run_arguments.check_module_hyperparameters(check_pipeline_module(module), args)
+    run_arguments.create_workdir(workdir)
     containers = None
     if args.runner == "podman":
         arguments, containers = _containers(arguments, workdir)
     from slipway.core.errors import CLI_INTERFACE, INTERFACE_ENV
+    from slipway.runner import run_local
 
     previous = os.environ.get(INTERFACE_ENV)
     os.environ[INTERFACE_ENV] = CLI_INTERFACE  # steps' errors name our flags (--allow-anomalies), not parameters
@@ -253,7 +251,7 @@ def _deploy_arguments(args, default_name: str, workdir: Path) -> dict:
     from slipway.serving.layout import check_model_name
 
 
-    name = check_model_name(args.model_name or default_name)
+    name = check_model_name(args.model_name or default_name, "--model-name")  # the default is always valid
     if args.deploy is None:
         args.deploy = "push" if args.runner == "podman" else "local"
     if args.runner == "podman" and args.deploy == "local":

@@ -7,7 +7,11 @@ fail these tests, slowly).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +113,124 @@ def test_option_name_speaks_the_callers_language(monkeypatch):
     assert option_name("transformed_examples") == "transformed_examples"  # no flag: the parameter it is
     monkeypatch.delenv(INTERFACE_ENV)
     assert (option_name("allow_anomalies"), option_name("hyperparameters")) == ("allow_anomalies", "hyperparameters")
+
+
+# -- as a user types it: `slipway run` in its own process, refused before kfp and TensorFlow are imported ---------
+
+BAD_ARGUMENT_SECONDS = 3.0  # generous: about 0.1-0.2 s measured on 2 busy cores (the issue's bound is 1 s)
+
+
+def _typed(*args: str) -> tuple[str, float]:
+    """Run `python -m slipway.cli run args` as a user types it; check it was refused as a bad argument is (exit 2,
+    one stderr line, nothing on stdout) and return that line without its `error: ` and the wall seconds."""
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "slipway.cli", "run", *args], capture_output=True, text=True,
+                          timeout=120)
+    seconds = time.monotonic() - started
+    assert (done.returncode, done.stdout) == (2, ""), (done.returncode, done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+    return done.stderr.strip().removeprefix("error: "), seconds
+
+
+TYPED_HPARAMS_MODULE = MODULE + """
+
+def hyperparameters():
+    \"\"\"Literal defaults: read from the source, the module is not imported for them.\"\"\"
+    return {"hidden": 8, "dropout": 0.1, "layers": [8, 4], "use_bias": True}
+"""
+
+
+@pytest.mark.parametrize("flag, value, error", [
+    ("--hparams", '{"epochs": "three"}', "--hparams: hyperparameter 'epochs': must be a positive integer, got 'three'"),
+    ("--hparams", '["epochs", 3]', "--hparams: expected a JSON object ({...}), got a list [\"epochs\", 3]"),
+    ("--hparams", '{"hidden": "big"}',
+     "--hparams: hyperparameter 'hidden' must be an integer like the module's default 8, got 'big'"),
+    ("--hparams", '{"layers": 8}',
+     "--hparams: hyperparameter 'layers' must be a list like the module's default [8, 4], got 8"),
+    ("--hparams", '{"use_bias": 1}',
+     "--hparams: hyperparameter 'use_bias' must be true or false like the module's default True, got 1"),
+    ("--trial-hparams", '{"learning_rate": -1}',
+     "--trial-hparams: hyperparameter 'learning_rate': must be a positive number, got -1"),
+    ("--skew", '{"x1": "high"}', "--skew['x1']: threshold must be a number, got 'high'"),
+    ("--drift", '0.1', "--drift: expected a JSON object ({...}), got a number 0.1"),
+    ("--eval-settings", '{"threshold": {}}', "--eval-settings: unknown keys ['threshold'] (allowed: ['slices', "
+                                             "'thresholds'])"),
+    ("--eval-settings", '{"thresholds": {"auc": {"lower_bound": "0.7"}}}',
+     "--eval-settings: thresholds.auc.lower_bound must be a finite number, got '0.7'"),
+    ("--eval-settings", '{"slices": [["species"]]}', "--eval-settings: cannot slice on the label 'species'"),
+    ("--deploy-cluster", '"prod"', "--deploy-cluster: expected a JSON object ({...}), got a string \"prod\""),
+    ("--splits", "train:0,eval:1", "--splits 'train:0,eval:1': split 'train' needs a positive weight and a plain "
+                                   "name"),
+    ("--splits", "train:8,test:1", "--splits 'train:8,test:1': train and eval are required"),
+    ("--label", "Species", "--label Species: no such column in {data} (did you mean 'species'?)"),
+    ("--label", "specie", "--label specie: no such column in {data} (did you mean 'species'?)"),
+    ("--label", "kind", "--label kind: no such column in {data} (columns: id, x1, x2, color, species)"),
+    # refused before as well, but after importing kfp (2-5 s)
+    ("--port", "70000", "--port 70000: expected 0 (any free port) to 65535"),
+    ("--model-name", "My_Model", "--model-name 'My_Model': use lower-case letters, digits and '-', starting with a "
+                                 "letter (at most 63 characters): it becomes the URL path and the InferenceService "
+                                 "name"),
+    ("--data-format", "tfrecord", "--data-format images/cifar10/tfrecord and --image-size need --pipeline images"),
+])
+def test_a_bad_argument_is_refused_in_its_own_process_within_a_second_or_so(inputs, flag, value, error):
+    inputs["module"].write_text(TYPED_HPARAMS_MODULE)
+    line, seconds = _typed(*_args(inputs), flag, value)
+    assert line == error.replace("{data}", str(inputs["data"]))
+    assert seconds < BAD_ARGUMENT_SECONDS, seconds
+    assert not inputs["workdir"].exists()
+
+
+def test_the_label_is_found_in_a_compressed_semicolon_header(inputs, tmp_path):
+    packed = tmp_path / "blobs.csv.gz"
+    packed.write_bytes(gzip.compress(inputs["data"].read_text().replace(",", ";").encode()))
+    line, _ = _typed(*_args(inputs, data=str(packed), label="Color"))
+    assert line == f"--label Color: no such column in {packed} (did you mean 'color'?)"
+
+
+@pytest.mark.parametrize("inside, error", [
+    ("file", "--workdir {workdir}: cannot be created: {file} is a file, not a folder"),
+    ("", "--workdir {workdir}: is a file, not a folder"),
+])
+def test_a_workdir_that_cannot_be_created_is_one_line(inputs, tmp_path, inside, error):
+    file = tmp_path / "file"
+    file.write_text("")
+    workdir = file / inside if inside else file
+    line, seconds = _typed(*_args(inputs, workdir=str(workdir)))
+    assert line == error.format(workdir=workdir, file=file)
+    assert seconds < BAD_ARGUMENT_SECONDS, seconds
+
+
+def test_a_bad_hyperparameter_default_is_named_as_the_modules(inputs):
+    inputs["module"].write_text(MODULE + "\n\ndef hyperparameters():\n    return {'epochs': 0}\n")
+    line, seconds = _typed(*_args(inputs), "--hparams", '{"batch_size": 8}')
+    assert line == (f"module file {inputs['module']}: hyperparameters(): hyperparameter 'epochs': must be a positive "
+                    "integer, got 0")
+    assert seconds < BAD_ARGUMENT_SECONDS, seconds
+
+
+def test_computed_hyperparameter_defaults_are_checked_after_the_module_is_imported(inputs):
+    inputs["module"].write_text(MODULE + "\n\ndef hyperparameters():\n    defaults = {'hidden': 8}\n"
+                                         "    return defaults\n")
+    line, _ = _typed(*_args(inputs), "--hparams", '{"hidden": [8]}')
+    assert line == "--hparams: hyperparameter 'hidden' must be an integer like the module's default 8, got [8]"
+    assert not inputs["workdir"].exists()
+
+
+def test_a_workdir_the_file_system_refuses_is_one_line(inputs):
+    """/sys: a folder every user may look into and none may create in (root included, which access() cannot tell:
+    then the CLI finds out by creating the workdir, after the other checks)."""
+    workdir = Path("/sys/slipway-workdir")
+    if not Path("/sys").is_dir() or workdir.exists():
+        pytest.skip("no sysfs here")
+    line, _ = _typed(*_args(inputs, workdir=str(workdir)))
+    assert line in (f"--workdir {workdir}: not writable (in /sys)",
+                    f"--workdir {workdir}: cannot be created or written (Operation not permitted)"), line
+
+
+def test_the_label_is_looked_for_in_a_folders_first_csv_file(inputs, tmp_path):
+    folder = tmp_path / "data"
+    (folder / "part").mkdir(parents=True)
+    (folder / "a-notes.txt").write_text("not a CSV file\n")
+    inputs["data"].rename(folder / "part" / "blobs.csv")
+    line, _ = _typed(*_args(inputs, data=str(folder), label="colour"))
+    assert line == f"--label colour: no such column in {folder / 'part' / 'blobs.csv'} (did you mean 'color'?)"

@@ -72,6 +72,45 @@ def test_serve_predict_and_ctrl_c(tmp_path: Path, serving_model: Path, capsys):
         probe.listen()
 
 
+def _three_class_model(root: Path) -> Path:
+    """A SavedModel answering the probabilities of three classes from one raw number x (its serving_raw signature),
+    with the model_meta.json train writes beside it, which names the classes."""
+    import tensorflow as tf
+
+    class ThreeClasses(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.float32, name="x")])
+        def raw(self, x):
+            return {"outputs": tf.nn.softmax(tf.stack([-x, 1 - tf.abs(x), x], axis=1))}
+
+    model, path = ThreeClasses(), root / "three_classes"
+    tf.saved_model.save(model, str(path), signatures={"serving_raw": model.raw})
+    (path / "model_meta.json").write_text(json.dumps({"task": "classification", "num_classes": 3,
+                                                      "label_classes": ["low", "mid", "high"]}))
+    return path
+
+
+def test_predict_names_the_classes_the_model_was_trained_with(tmp_path: Path):
+    """`slipway predict` as a user types it: the likeliest class by name (the served model's labels), ids with --ids."""
+    base, _ = testing.make_model_base(tmp_path, _three_class_model(tmp_path), name="levels")
+    rows = tmp_path / "rows.csv"
+    rows.write_text("x\n-3\n0\n3\n")
+    serve, first_line = _start_serve(base, "--port", "0")
+    url = first_line.split(" at ")[1].split()[0]
+    try:
+        def predict(*flags: str) -> list[str]:
+            done = subprocess.run([sys.executable, "-m", "slipway.cli", "predict", url, str(rows), *flags],
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0 and done.stderr == "", done.stderr
+            return [line.split("  ")[0] for line in done.stdout.splitlines()]
+
+        assert predict() == ["# levels version 1: 3 rows", "1\tclass low (0.9909)", "2\tclass mid (0.5761)",
+                             "3\tclass high (0.9909)"]
+        assert predict("--ids")[1:] == ["1\tclass 0 (0.9909)", "2\tclass 1 (0.5761)", "3\tclass 2 (0.9909)"]
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.communicate(timeout=60)
+
+
 def test_serve_a_run_and_stop_a_kept_server(tmp_path: Path, serving_model: Path, capsys):
     """`slipway serve --workdir RUN` serves what the run pushed; `--stop` ends a server left running."""
     base, _ = testing.make_model_base(tmp_path, serving_model, name=NAME)

@@ -140,8 +140,8 @@ def _evaluate(model_dir: str, examples_dir: str, evaluation_dir: str, blessing_d
     metrics = REGRESSION_METRICS if task == REGRESSION else BINARY_METRICS if binary else MULTICLASS_METRICS
     plot_names = [] if task == REGRESSION else BINARY_PLOTS if binary else MULTICLASS_PLOTS
     metric_names = [name for _, name in metrics]
-    thresholds = _parse_thresholds(settings.get("thresholds") or {}, metric_names)
-    slices = _parse_slices(settings.get("slices") or [], meta.get("columns") or {}, examples_dir, label)
+    thresholds = parse_thresholds(settings.get("thresholds") or {}, metric_names)
+    slices = parse_slices(settings.get("slices") or [], meta.get("columns") or {}, examples_dir, label)
     has_baseline = bool(baseline_read)
     rows = (meta.get("splits") or {}).get(split)
     beam_choice = beam_options.choose("evaluate", beam_pipeline_args, int(rows) if rows is not None else None)
@@ -269,7 +269,7 @@ def _number(value, where: str) -> float:
     return float(value)
 
 
-def _parse_thresholds(raw: dict, metric_names: list[str]) -> dict:
+def parse_thresholds(raw: dict, metric_names: list[str]) -> dict:
     if not isinstance(raw, dict):
         raise SlipwayError("evaluate settings: thresholds must be a mapping {metric name: {...}}")
     parsed = {}
@@ -312,7 +312,7 @@ def _parse_thresholds(raw: dict, metric_names: list[str]) -> dict:
     return parsed
 
 
-def _parse_slices(raw: list, columns: dict, examples_dir: str, label: str) -> list[list[str]]:
+def parse_slices(raw: list, columns: dict, examples_dir: str, label: str) -> list[list[str]]:
     if not isinstance(raw, list):
         raise SlipwayError("evaluate settings: slices must be a list of feature lists, e.g. [['f1'], ['f1', 'f2']]")
     out = []

@@ -66,8 +66,8 @@ class Table:
         return len(next(iter(self.columns.values()))) if self.columns else 0
 
 
-def parse_splits(spec: str | Mapping[str, int]) -> dict[str, int]:
-    """'train:2,eval:1[,test:1]' -> {'train': 2, 'eval': 1}; train and eval are required."""
+def parse_splits(spec: str | Mapping[str, int], what: str = "splits") -> dict[str, int]:
+    """'train:2,eval:1[,test:1]' -> {'train': 2, 'eval': 1}; train and eval are required; errors start with what."""
     if isinstance(spec, Mapping):
         weights = dict(spec)
     else:
@@ -77,12 +77,12 @@ def parse_splits(spec: str | Mapping[str, int]) -> dict[str, int]:
             try:
                 weights[name.strip()] = int(weight)
             except ValueError:
-                raise SlipwayError(f"splits '{spec}': '{part}' is not name:weight with an integer weight") from None
+                raise SlipwayError(f"{what} '{spec}': '{part}' is not name:weight with an integer weight") from None
     if "train" not in weights or "eval" not in weights:
-        raise SlipwayError(f"splits {spec!r}: train and eval are required")
+        raise SlipwayError(f"{what} {spec!r}: train and eval are required")
     bad = [name for name, weight in weights.items() if weight <= 0 or not name.isidentifier()]
     if bad:
-        raise SlipwayError(f"splits {spec!r}: split {bad[0]!r} needs a positive weight and a plain name")
+        raise SlipwayError(f"{what} {spec!r}: split {bad[0]!r} needs a positive weight and a plain name")
     return weights
 
 

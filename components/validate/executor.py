@@ -48,7 +48,7 @@ _MAX_IN_MESSAGE = 6  # anomalies spelled out in the ValidationFailed line; the r
 # Inputs
 
 
-def _parse_thresholds(name: str, value: Mapping[str, Any] | str | None) -> dict[str, float]:
+def parse_thresholds(name: str, value: Mapping[str, Any] | str | None) -> dict[str, float]:
     """{feature: threshold}; a JSON string (as the KFP component passes it) is accepted too."""
     if value is None or value == "":
         return {}
@@ -334,8 +334,8 @@ def run(
     computes the statistics in process (the fast path), anything else on Beam with these options
     (slipway.core.beam).
     """
-    skew = _parse_thresholds("skew_thresholds", skew_thresholds)
-    drift = _parse_thresholds("drift_thresholds", drift_thresholds)
+    skew = parse_thresholds("skew_thresholds", skew_thresholds)
+    drift = parse_thresholds("drift_thresholds", drift_thresholds)
     default_drift = None if default_drift_threshold is None else _threshold("default_drift_threshold",
                                                                             default_drift_threshold)
     beam_args = beam_options.parse_args(beam_pipeline_args)

@@ -36,6 +36,8 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--name", default="", help="model name (default: the server's only model)")
     predict.add_argument("--limit", type=int, default=0, help="send only the first N rows")
     predict.add_argument("--json", action="store_true", help="print the raw V1 response")
+    predict.add_argument("--ids", action="store_true",
+                         help="show class ids (0, 1, ...), not the class names the model was trained with")
 
 
 def _run_target(args) -> tuple[str, str]:
@@ -135,15 +137,17 @@ def predict_command(args) -> int:
     rows = client.read_rows(args.rows)
     if args.limit > 0:
         rows = rows[: args.limit]
-    inputs = client.signature_inputs(client.metadata(args.url, name), client.RAW_SIGNATURE)
+    meta = client.metadata(args.url, name)
+    inputs = client.signature_inputs(meta, client.RAW_SIGNATURE)
     instances = client.rows_to_instances(rows, inputs, source=f"rows {args.rows}")
     predictions, version = client.predict(args.url, name, instances, signature=client.RAW_SIGNATURE)
     if args.json:
         print(json.dumps({"predictions": predictions}, indent=2))
         return 0
     print(f"# {name} version {version or '?'}: {len(predictions)} rows")
+    classes = [] if args.ids else client.class_names(meta)
     for index, prediction in enumerate(predictions, 1):
-        print(f"{index}\t{_shown(prediction)}")
+        print(f"{index}\t{_shown(prediction, classes)}")
     return 0
 
 
@@ -162,12 +166,16 @@ def _only_model(url: str) -> str:
     return models[0]
 
 
-def _shown(prediction) -> str:
+def _shown(prediction, classes: list[str]) -> str:
+    """One row's answer: a regression value, the probability of the second class (two classes: with the class it
+    picks) or the likeliest of k classes with every probability; classes by name where the model names them."""
     values = prediction if isinstance(prediction, list) else [prediction]
     if values and all(isinstance(v, int | float) for v in values):
         if len(values) == 1:
-            return f"{values[0]:.4f}"
+            picked = f"\tclass {classes[int(values[0] >= 0.5)]}" if len(classes) == 2 else ""
+            return f"{values[0]:.4f}{picked}"
         best = max(range(len(values)), key=values.__getitem__)
-        return f"class {best} ({values[best]:.4f})  " + " ".join(f"{v:.4f}" for v in values)
+        name = classes[best] if len(classes) == len(values) else best
+        return f"class {name} ({values[best]:.4f})  " + " ".join(f"{v:.4f}" for v in values)
     return json.dumps(prediction)
 

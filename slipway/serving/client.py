@@ -73,6 +73,15 @@ def metadata(url: str, name: str, timeout: float = 30) -> dict:
     return _request(model_url(url, name) + "/metadata", None, timeout)[0]
 
 
+def class_names(meta: Mapping[str, Any]) -> list[str]:
+    """The class names of a classifier, in class-id order, from the labels Slipway's model server adds to the
+    metadata (from train's model_meta.json); [] for a regression model or a server without them (TF Serving)."""
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, Mapping) or labels.get("task", "classification") != "classification":
+        return []
+    return [str(name) for name in labels.get("label_classes") or []]
+
+
 def list_models(url: str, timeout: float = 10) -> list[str]:
     """KServe's GET /v1/models (TF Serving has no such list)."""
     return list(_request(url.rstrip("/") + "/v1/models", None, timeout)[0].get("models") or [])

@@ -40,10 +40,10 @@ class Push:
     created: bool  # False when this very model was already the latest version (a retried step)
 
 
-def check_model_name(name: str) -> str:
-    """A name both TF Serving and KServe accept: a DNS-1123 label starting with a letter."""
+def check_model_name(name: str, what: str = "model_name") -> str:
+    """A name both TF Serving and KServe accept: a DNS-1123 label starting with a letter (errors start with what)."""
     if not name or len(name) > 63 or not _MODEL_NAME.match(name):
-        raise SlipwayError(f"model_name {name!r}: use lower-case letters, digits and '-', starting with a letter "
+        raise SlipwayError(f"{what} {name!r}: use lower-case letters, digits and '-', starting with a letter "
                            "(at most 63 characters): it becomes the URL path and the InferenceService name")
     return name
 

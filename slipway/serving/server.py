@@ -76,6 +76,7 @@ finally:
 
 READY_PREFIX = "slipway-serving ready"
 DEFAULT_SIGNATURE = "serving_default"
+MODEL_META = "model_meta.json"  # train writes it beside saved_model.pb; a push copies it into the version
 VERSION_HEADER = "x-model-version"
 MAX_BATCH_ROWS = 512  # the most rows one coalesced call carries; a bigger request runs alone
 GRACE_SECONDS = 10  # graceful stop: how long requests in flight may take
@@ -207,6 +208,7 @@ class Version:
     signatures: dict[str, Signature]
     signature_defs: dict  # TF Serving's metadata JSON of every SignatureDef
     saved_model: object = field(repr=False)  # keeps the loaded functions' variables alive
+    labels: dict = field(default_factory=dict)  # task, label and label_classes from train's model_meta.json
 
 
 class Batcher:
@@ -363,7 +365,19 @@ def load_version(base: str, number: int, pool: ThreadPoolExecutor) -> Version:
     metadata = {name: json_format.MessageToDict(sig_def, preserving_proto_field_name=True,
                                                 including_default_value_fields=True)
                 for name, sig_def in defs.items()}
-    return Version(number, signatures, metadata, saved_model)
+    return Version(number, signatures, metadata, saved_model, model_labels(path))
+
+
+def model_labels(path: str) -> dict:
+    """What a client needs to name the answers (task, label, label_classes) from the version's model_meta.json;
+    {} for a SavedModel that has none (not trained by Slipway) or an unreadable one."""
+    meta_path = storage.join(path, MODEL_META)
+    try:
+        meta = json.loads(storage.read_text(meta_path)) if storage.exists(meta_path) else {}
+    except (OSError, ValueError) as exc:
+        log.warning("%s: not read (%s); answers are shown by class id", meta_path, _one_line(exc))
+        return {}
+    return {key: meta[key] for key in ("task", "label", "label_classes") if isinstance(meta, dict) and key in meta}
 
 
 def _empty(spec: TensorSpec) -> np.ndarray:
@@ -759,10 +773,12 @@ class SavedModelServer(Model):
 
     def tf_serving_metadata(self) -> dict:
         served = self.served()
-        # TF Serving's shape, plus the versions that would not load (a deploy waiting for one learns why at once).
+        # TF Serving's shape, plus the versions that would not load (a deploy waiting for one learns why at once)
+        # and the served version's labels (slipway predict names the classes; TF Serving on a cluster has none).
         return {"model_spec": {"name": self.name, "signature_name": "", "version": str(served.number)},
                 "metadata": {"signature_def": {"signature_def": served.signature_defs}},
-                "failed_versions": {str(number): why for number, why in sorted(self._failed.items())}}
+                "failed_versions": {str(number): why for number, why in sorted(self._failed.items())},
+                "labels": served.labels}
 
 
 def _one_line(error) -> str:

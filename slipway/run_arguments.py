@@ -1,0 +1,259 @@
+"""`slipway run`'s arguments checked before anything heavy is imported (kfp, TensorFlow through the module file), so
+a bad one is refused in well under a second with one line naming its flag (the CLI exits 2).
+
+What is checked here is what the steps would refuse later, after the steps before them ran: the JSON flags' shapes
+and types (--hparams and --trial-hparams also against the module's hyperparameters() defaults), --splits, --skew,
+--drift, --eval-settings, the label being a column of a CSV file's header, and the workdir being creatable and
+writable. Only the standard library and Slipway's plain-Python parsers are imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import bz2
+import csv
+import difflib
+import gzip
+import json
+import os
+import tempfile
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+from slipway.core.errors import SlipwayError
+
+# The JSON flags and what each must hold (all are objects).
+JSON_FLAGS = (("--hparams", "hparams"), ("--trial-hparams", "trial_hparams"), ("--skew", "skew"),
+              ("--drift", "drift"), ("--deploy-cluster", "deploy_cluster"), ("--eval-settings", "eval_settings"))
+# How a hyper-parameter's type is named in an error, by the type of the module's default.
+TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",
+              dict: "a JSON object"}
+
+
+def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module: Path, images: bool) -> None:
+    """Refuse the first bad argument of `slipway run` with a SlipwayError naming its flag.
+
+    Args:
+        args: The parsed command line.
+        data: The data file or folder (already checked to exist).
+        label: The label column.
+        module: The module file (already checked to exist).
+        images: Whether the images pipeline runs (its label is no CSV column).
+    """
+    parsed = {flag: _json_object(flag, getattr(args, name)) for flag, name in JSON_FLAGS}
+    defaults = literal_hyperparameters(module)
+    check_defaults(module, defaults)
+    for flag in ("--hparams", "--trial-hparams"):
+        check_hyperparameters(flag, parsed[flag], defaults)
+    from slipway.components.validate.executor import parse_thresholds
+
+    for flag in ("--skew", "--drift"):
+        parse_thresholds(flag, parsed[flag])
+    check_eval_settings(parsed["--eval-settings"], label)
+    if args.splits:
+        from slipway.components.ingest.executor import parse_splits
+
+        parse_splits(args.splits, what="--splits")
+    if not images:
+        check_label(data, label, args.data_format)
+    check_workdir(Path(args.workdir))
+
+
+def _json_object(flag: str, text: str | None) -> dict:
+    """The flag's JSON object ({} for an empty value)."""
+    if not text or not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SlipwayError(f"{flag}: not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise SlipwayError(f"{flag}: expected a JSON object ({{...}}), got {_json_kind(value)} {text.strip()}")
+    return value
+
+
+def _json_kind(value: Any) -> str:
+    """A JSON value's kind as an error names it."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return {list: "a list", str: "a string", int: "a number", float: "a number", dict: "an object"}[type(value)]
+
+
+# -- hyper-parameters -----------------------------------------------------------------------------------------
+
+
+def literal_hyperparameters(module: Path) -> dict | None:
+    """The module's hyperparameters() defaults read from its source, without importing it (that imports
+    TensorFlow): when the function's body is one `return {...}` of literals, as in every worked example. None when
+    they cannot be read so (computed defaults): the CLI checks them after it imported the module
+    (check_module_hyperparameters)."""
+    try:
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError, OSError):
+        return None  # the module check names the problem
+    function = next((node for node in tree.body if isinstance(node, ast.FunctionDef)
+                     and node.name == "hyperparameters"), None)
+    if function is None:
+        return {}
+    body = [node for node in function.body
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))]  # the docstring
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    try:
+        value = ast.literal_eval(body[0].value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def check_defaults(module: Path | str, defaults: dict | None) -> None:
+    """The module's hyperparameters() defaults as train checks them (None: unknown yet), named as the module's."""
+    from slipway.components.train.model_module import resolve_hyperparameters
+
+    try:
+        resolve_hyperparameters(SimpleNamespace(hyperparameters=lambda: dict(defaults or {})), {})
+    except SlipwayError as exc:
+        raise SlipwayError(f"module file {module}: hyperparameters(): {exc}") from None
+
+
+def check_hyperparameters(flag: str, given: dict, defaults: dict | None) -> None:
+    """Slipway's own hyper-parameters checked as train checks them; the module's, by the type of their default
+    (None: defaults unknown, only Slipway's are checked)."""
+    from slipway.components.train.model_module import resolve_hyperparameters
+
+    try:  # over Slipway's defaults only, so that an error is about a given value
+        resolve_hyperparameters(SimpleNamespace(hyperparameters=dict), given)
+    except SlipwayError as exc:
+        raise SlipwayError(f"{flag}: {exc}") from None
+    for name, value in given.items():
+        default = (defaults or {}).get(name)
+        if default is not None and not _same_type(default, value):
+            raise SlipwayError(f"{flag}: hyperparameter {name!r} must be {_type_word(default)} like the module's "
+                               f"default {default!r}, got {value!r}")
+
+
+def check_module_hyperparameters(module: ModuleType, args: argparse.Namespace) -> None:
+    """--hparams and --trial-hparams against the defaults the imported module's hyperparameters() returns."""
+    from slipway.core.modules import optional_dict
+
+    defaults = optional_dict(module, "hyperparameters")
+    check_defaults(module.__file__ or "", defaults)
+    for flag, name in (("--hparams", "hparams"), ("--trial-hparams", "trial_hparams")):
+        check_hyperparameters(flag, _json_object(flag, getattr(args, name)), defaults)
+
+
+def _same_type(default: Any, value: Any) -> bool:
+    """Whether a given value can stand where the module's default stands (an integer for a float is fine)."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(default, float):
+        return isinstance(value, int | float)
+    if isinstance(default, list | tuple):
+        return isinstance(value, list)
+    return isinstance(value, type(default))
+
+
+def _type_word(default: Any) -> str:
+    kind = list if isinstance(default, tuple) else type(default)
+    return TYPE_WORDS.get(kind, kind.__name__)
+
+
+# -- evaluation settings ----------------------------------------------------------------------------------------
+
+
+def check_eval_settings(settings: dict, label: str) -> None:
+    """--eval-settings: its keys, thresholds (on a metric of some task: the task is known after ingest) and slices."""
+    from slipway.components.evaluate import executor
+
+    unknown = set(settings) - executor.SETTINGS_KEYS
+    if unknown:
+        raise SlipwayError(f"--eval-settings: unknown keys {sorted(unknown)} (allowed: "
+                           f"{sorted(executor.SETTINGS_KEYS)})")
+    metrics = executor.BINARY_METRICS + executor.MULTICLASS_METRICS + executor.REGRESSION_METRICS
+    try:
+        executor.parse_thresholds(settings.get("thresholds") or {}, list(dict.fromkeys(n for _, n in metrics)))
+        executor.parse_slices(settings.get("slices") or [], {}, "", label)
+    except SlipwayError as exc:
+        raise SlipwayError(f"--eval-settings: {str(exc).removeprefix('evaluate settings: ')}") from None
+
+
+# -- the label in the data's header -----------------------------------------------------------------------------
+
+
+def check_label(data: Path, label: str, data_format: str) -> None:
+    """The label is a column of the (first) CSV file's header, read from its first line only; a Parquet file, a
+    named pipe or a zstd file is left to ingest."""
+    file = _first_csv_file(data, data_format)
+    header = _header(file) if file else None
+    if not header or label in header:
+        return
+    lowered = {name.lower(): name for name in reversed(header)}  # the first of names differing in case only
+    close = difflib.get_close_matches(label.lower(), list(lowered), n=1, cutoff=0.75)  # a case difference: 1.0
+    close = [lowered[name] for name in close]
+    hint = f"did you mean '{close[0]}'?" if close else f"columns: {', '.join(header[:12])}"
+    more = ", ..." if not close and len(header) > 12 else ""
+    raise SlipwayError(f"--label {label}: no such column in {file} ({hint}{more})")
+
+
+def _first_csv_file(data: Path, data_format: str) -> Path | None:
+    from slipway.components.ingest import csv_shape
+
+    if data_format not in ("auto", "csv"):
+        return None
+    if data.is_dir():  # the first file ingest reads as CSV, as find_input_files lists them
+        files = sorted(p for p in data.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+        data = next((p for p in files if data_format == "csv" or csv_shape.is_csv_name(p)), data)
+    if not data.is_file() or (data_format == "auto" and not csv_shape.is_csv_name(data)):
+        return None
+    return data
+
+
+def _header(file: Path) -> list[str] | None:
+    """The CSV file's column names, read from its first line with the delimiter ingest would sniff."""
+    from slipway.components.ingest import csv_shape
+
+    try:
+        compression = csv_shape.compression_of(file)
+        opener = {None: open, "gzip": gzip.open, "bz2": bz2.open}.get(compression)
+        if opener is None:
+            return None  # zstd: no reader in the standard library
+        with opener(file, "rt", encoding="utf-8-sig", errors="replace", newline="") as f:
+            line = f.readline(csv_shape.HEADER_BYTES)
+    except (OSError, EOFError):
+        return None  # ingest reports the file
+    line = line.rstrip("\r\n")
+    if not line.strip():
+        return None
+    return next(csv.reader([line], delimiter=csv_shape.sniff_delimiter(line)), None)
+
+
+# -- the workdir ------------------------------------------------------------------------------------------------
+
+
+def check_workdir(workdir: Path) -> None:
+    """The workdir can be created and written, judged without creating it (another argument may still be refused,
+    and a refused run leaves nothing behind): its nearest existing folder must be a writable folder."""
+    existing = workdir.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is" if existing == workdir.absolute() else f"cannot be created: {existing} is"
+        raise SlipwayError(f"--workdir {workdir}: {what} a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == workdir.absolute() else f" (in {existing})"
+        raise SlipwayError(f"--workdir {workdir}: not writable{where}")
+
+
+def create_workdir(workdir: Path) -> None:
+    """Create the workdir and write a file in it, with one line naming the flag where that fails (a read-only
+    file system, a path only root may write: what check_workdir cannot tell without trying)."""
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=workdir):
+            pass
+    except OSError as exc:
+        raise SlipwayError(f"--workdir {workdir}: cannot be created or written ({exc.strerror or exc})") from None
