@@ -18,12 +18,15 @@ slipway.dev/model-version: that is what makes KServe roll out a new revision. Ho
     RawDeployment (Standard)        a rolling update of the predictor Deployment (canaryTrafficPercent is ignored
                                     in this mode upstream, kserve#5335); with canary_traffic_percent and a live
                                     object, spec.canary (KServe >= 0.20, kserve#5672): the stable predictor stays
-                                    exactly as deployed, the new version runs as a named canary ("v<version>") with
-                                    that share of traffic; rollback removes the entry
+                                    exactly as deployed, the new version runs as a named canary ("v<version>", its
+                                    own Deployment and Service, replicas sized by the share; KServe 0.20.0 routes
+                                    no traffic to it: the smoke request goes to its Service); rollback removes the
+                                    entry; a deploy without the canary promotes (a rolling update)
     a canary with nothing deployed  nothing to split with: the first version rolls out fully (said in the output)
 
-Caveat of serving the base: a predictor pod started AFTER the push (autoscaling, a restart, a rollback's new
-revision) loads the highest version in the base. Retire a rejected version from the base before restoring the
+Caveat of serving the base with KServe's TF Serving runtime: a predictor pod started AFTER the push (autoscaling,
+a restart, a rollback's new revision) loads the highest version in the base (our runtime, serving_runtime below,
+serves the annotated version only). Retire a rejected version from the base before restoring the
 previous spec (deploy's before_rollback), and read a canary's split as "new pods of the stable side may serve the
 new version too". With a pvc:// base every running TF Serving sees the new version at once (the claim is mounted,
 not copied), so a canary is refused there.
