@@ -8,6 +8,7 @@ request bodies work against the local model server and KServe's TensorFlow runti
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from slipway.core.artifacts import examples_meta, split_files
 from slipway.core.errors import SlipwayError
 from slipway.serving import client
 
+MODEL_META = "model_meta.json"  # train writes it beside saved_model.pb
 TOLERANCE = 1e-4  # served vs in-process probabilities: same graph, float32 on both sides
 SPLITS = ("eval", "test", "train")
 
@@ -35,11 +37,20 @@ class SmokeResult:
     version: str
     first_prediction: list | float = field(default_factory=list)  # class scores, or a regression model's value
     max_difference: float = 0.0
+    classes: list[str] = field(default_factory=list)  # the class names in id order, where the model has them
 
     def describe(self) -> str:
         shown = ", ".join(f"{p:.4f}" for p in _flat(self.first_prediction))
         return (f"{self.rows} eval rows via {' and '.join(self.signatures)}: predictions match the model's own "
-                f"(max difference {self.max_difference:.1e}); first row -> [{shown}]")
+                f"(max difference {self.max_difference:.1e}); first row -> [{shown}]{self._likeliest()}")
+
+    def _likeliest(self) -> str:
+        """" (class NAME)" for a model of three or more named classes (two classes show the one probability, as
+        the demo's console always has)."""
+        scores = _flat(self.first_prediction)
+        if len(self.classes) < 3 or len(scores) != len(self.classes):
+            return ""
+        return f" (class {self.classes[max(range(len(scores)), key=scores.__getitem__)]})"
 
 
 def eval_examples(examples_dir: str, rows: int) -> list[bytes]:
@@ -70,6 +81,7 @@ class LocalModel:
 
         self.loaded = tf.saved_model.load(model_dir)
         self.signatures = dict(self.loaded.signatures)
+        self.classes = _class_names(model_dir)
 
     def predict(self, serialized: list[bytes]) -> list:
         import tensorflow as tf
@@ -86,6 +98,19 @@ class LocalModel:
             return {}
         specs = function.structured_input_signature[1]
         return {name: types_pb2.DataType.Name(spec.dtype.as_datatype_enum) for name, spec in specs.items()}
+
+
+def _class_names(model_dir: str) -> list[str]:
+    """A classifier's class names from train's model_meta.json beside the SavedModel; [] when it has none."""
+    from slipway.core import storage
+
+    path = storage.join(model_dir, MODEL_META)
+    if not storage.exists(path):
+        return []
+    meta = json.loads(storage.read_text(path))
+    if meta.get("task", "classification") != "classification":
+        return []
+    return [str(name) for name in meta.get("label_classes") or []]
 
 
 def raw_rows(serialized: list[bytes], inputs: dict[str, str]) -> list[dict]:
@@ -123,7 +148,8 @@ def run(url: str, name: str, model: LocalModel, serialized: list[bytes], timeout
         if version is not None and served_version and served_version != str(version):
             raise OtherVersion(f"{signature}: answered by version {served_version}, not {version}")
         worst = max(worst, _difference(signature, served, expected))
-    return SmokeResult(len(serialized), [s for s, _ in requests], served_version, expected[0], worst)
+    return SmokeResult(len(serialized), [s for s, _ in requests], served_version, expected[0], worst,
+                       model.classes)
 
 
 def _difference(signature: str, served: list, expected: list) -> float:

@@ -251,3 +251,18 @@ def test_the_cluster_smoke_request_waits_for_its_version_behind_the_url(trained,
         assert result.version == "2" and result.max_difference <= 1e-4
     finally:
         server.stop()
+
+
+def test_the_smoke_line_names_the_likeliest_class_of_a_model_with_named_classes(tmp_path: Path):
+    from slipway.components.deploy import smoke
+
+    (tmp_path / "model_meta.json").write_text(json.dumps({"task": "classification",
+                                                          "label_classes": ["low", "mid", "high"]}))
+    classes = smoke._class_names(str(tmp_path))
+    assert classes == ["low", "mid", "high"]
+    three = smoke.SmokeResult(5, ["serving_default"], "1", [[0.1, 0.2, 0.7]], 0.0, classes)
+    assert three.describe().endswith("first row -> [0.1000, 0.2000, 0.7000] (class high)")
+    two = smoke.SmokeResult(5, ["serving_default"], "1", [0.8], 0.0, ["no", "yes"])  # the demo's line, unchanged
+    assert two.describe().endswith("first row -> [0.8000]")
+    (tmp_path / "model_meta.json").write_text(json.dumps({"task": "regression", "label_classes": []}))
+    assert smoke._class_names(str(tmp_path)) == [] and smoke._class_names(str(tmp_path / "none")) == []
