@@ -123,6 +123,18 @@ def _deployments(kfp) -> dict[str, str]:
             for d in found if not d["metadata"].get("deletionTimestamp")}
 
 
+def _delete_inference_service(kfp) -> None:
+    """The InferenceService and its predictor pods gone: the tiers after this one need the node's CPU (two cores;
+    a predictor left running kept an MPIJob's launcher Pending for want of CPU)."""
+    kfp.kubectl("-n", NAMESPACE, "delete", "inferenceservice", NAME, "--ignore-not-found", "--timeout=180s")
+
+    def pods() -> list:
+        return json.loads(kfp.kubectl("-n", NAMESPACE, "get", "pods", "-l",
+                                      f"serving.kserve.io/inferenceservice={NAME}", "-o", "json"))["items"]
+
+    _wait(lambda: not pods(), 180, "the predictor pods to go")
+
+
 def _smoke_line(log: str, version: int) -> str:
     lines = [line for line in log.splitlines() if line.startswith(f"deploy: {NAME} version {version} ")]
     assert lines, log[-3000:]
@@ -190,7 +202,10 @@ def test_deploy_canary_promote_and_rollback_through_the_real_kserve_controller(k
         retired = kfp.keys("serving/taxi-kserve.rejected/3/")
         assert retired and not kfp.keys("serving/taxi-kserve/3/"), retired[:3]
     finally:
-        records = load.stop()
+        try:
+            records = load.stop()
+        finally:
+            _delete_inference_service(kfp)
     failures = [r for r in records if r["status"] != 200]
     print(f"load: {len(records)} requests, {len(failures)} failed; "
           + ", ".join(f"{what} {seconds:.0f} s" for what, seconds in timings.items()))
