@@ -107,10 +107,7 @@ def _class_names(model_dir: str) -> list[str]:
     path = storage.join(model_dir, MODEL_META)
     if not storage.exists(path):
         return []
-    meta = json.loads(storage.read_text(path))
-    if meta.get("task", "classification") != "classification":
-        return []
-    return [str(name) for name in meta.get("label_classes") or []]
+    return client.class_names({"labels": json.loads(storage.read_text(path))})  # the rule predict names them by
 
 
 def raw_rows(serialized: list[bytes], inputs: dict[str, str]) -> list[dict]:
