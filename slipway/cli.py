@@ -161,10 +161,11 @@ def _run(args) -> int:
     if not data.exists():
         raise SlipwayError(f"data {data}: no such file or folder")
     run_arguments.check_run_arguments(args, data, label, module, images)  # before kfp and TensorFlow are imported
-    from slipway.core import beam
+    from slipway.core import beam, beam_storage
 
-    # a malformed value is refused before any step runs
+    # a malformed value, or a remote runner without the scratch URI its workers share, is refused before any step
     beam_pipeline_args = beam.parse_args(args.beam_pipeline_args, name="--beam-pipeline-args")
+    beam_storage.check(beam_pipeline_args, name="--beam-pipeline-args")
     workers = args.workers if args.workers is not None else (2 if images else 1)
     if workers < 1:
         raise SlipwayError(f"--workers {workers}: must be at least 1")

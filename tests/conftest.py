@@ -69,6 +69,8 @@ APISERVER_CRDS = {  # CRD name: its schema in slipway.core.upstream
 def pytest_configure(config):
     config.addinivalue_line("markers", "apiserver: needs a real kube-apiserver (the session fixture `apiserver` "
                                        "starts one; its first build takes minutes)")
+    config.addinivalue_line("markers", "beam_remote: the Beam steps on a runner whose workers run elsewhere "
+                            "(tests/beam_remote.py; .ci/test runs it in a network namespace of its own)")
     config.addinivalue_line("markers", "kfp_cluster: runs on a real single-node Kubeflow Pipelines (.ci/kfp-cluster; "
                                        "the session fixture `kfp` starts it; root, and minutes to build cold)")
 

@@ -62,6 +62,9 @@ def test_data_with_an_unsupported_scheme_is_named_as_given(inputs, capsys):
      "--beam-pipeline-args: --direct_running_mode=fast: expected one of in_memory, multi_threading, multi_processing"),
     (["--beam-pipeline-args=--temp_location='gs://b"],
      "--beam-pipeline-args: cannot split \"--temp_location='gs://b\" into arguments (No closing quotation)"),
+    (["--beam-pipeline-args", "--runner=PortableRunner --job_endpoint=flink:8099 --environment_type=EXTERNAL"],
+     "--beam-pipeline-args: --runner=PortableRunner runs its workers where this step's files are not: add "
+     "--temp_location=s3://BUCKET/PATH (the scratch space the workers and the step share)"),
 ])
 def test_malformed_beam_pipeline_args_are_refused_before_the_run(inputs, capsys, given, error):
     assert _refused(capsys, *_args(inputs), *given) == error

@@ -34,7 +34,7 @@ from pathlib import Path
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
 from slipway.components.evaluate import report
 from slipway.core import beam as beam_options
-from slipway.core import progress
+from slipway.core import beam_storage, progress, storage
 from slipway.core.artifacts import examples_meta, read_json, split_dir, split_files, staged_output, write_json
 from slipway.core.errors import SlipwayError, option_name
 from slipway.core.storage import is_object_store, local_copy
@@ -151,8 +151,12 @@ def _evaluate(model_dir: str, examples_dir: str, evaluation_dir: str, blessing_d
         eval_config = _eval_config(label, metrics, plot_names, thresholds, slices, has_baseline)
         progress.say(f"evaluate computing metrics on {split} for {len(slices) + 1} slice specs with TFMA"
                      + (" against the baseline" if has_baseline else "") + f" on {beam_choice.describe()}")
-        _run_tfma(eval_config, model_dir, baseline_read, files, tfma_dir, split_dir(examples_dir, split),
-                  beam_choice.args)
+        with beam_storage.WorkerPaths(beam_choice, "evaluate") as paths:
+            written = paths.output(tfma_dir, "tfma")
+            _run_tfma(eval_config, paths.folder(model_dir), baseline_read and paths.folder(baseline_read),
+                      [paths.file(f, examples_dir) for f in files], written, split_dir(examples_dir, split),
+                      beam_choice.args, model_dir)
+            paths.collect(written, tfma_dir)
 
         import tensorflow_model_analysis as tfma
 
@@ -399,11 +403,12 @@ def _metric_threshold(spec: dict | None, has_baseline: bool):
     return threshold if has_any else None
 
 
-def _run_tfma(eval_config, model_dir, baseline_model_dir, files, output_dir: Path, data_dir: Path,
-              beam_args: list[str]) -> None:
+def _run_tfma(eval_config, model_dir, baseline_model_dir, files, output_dir: str, data_dir: Path,
+              beam_args: list[str], model_name: str) -> None:
     """TFMA's own extract-evaluate-write transform over our own read, rather than run_model_analysis, whose read
     batches records adaptively by timing: TFMA's floating metric sums can then differ in the last bits between
-    two runs on the same data (beam_options.RECORD_BATCH_SIZE)."""
+    two runs on the same data (beam_options.RECORD_BATCH_SIZE). Paths as the runner's workers open them
+    (beam_storage); model_name: the model as errors name it."""
     import apache_beam as beam
     import tensorflow_model_analysis as tfma
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -419,7 +424,7 @@ def _run_tfma(eval_config, model_dir, baseline_model_dir, files, output_dir: Pat
         # TFX semantics: without a baseline the candidate is "rubber stamped" (change thresholds not checked).
         shared = tfma.default_eval_shared_model(model_dir, eval_config=eval_config, rubber_stamp=True)
     pattern = str(data_dir / f"*{Path(files[0]).suffix}")  # named in TFMA's output and in errors
-    output_dir.mkdir(parents=True, exist_ok=True)
+    storage.makedirs(output_dir)
     # The shards by name in order, not globbed: the order records reach the metrics is the shard order.
     source = tfxio.TFExampleRecord(file_pattern=list(files), raw_record_column_name=tfma.ARROW_INPUT_COLUMN,
                                    telemetry_descriptors=["slipway", "evaluate"])
@@ -432,7 +437,7 @@ def _run_tfma(eval_config, model_dir, baseline_model_dir, files, output_dir: Pat
                      display_only_data_location=pattern, display_only_file_format="tfrecords"))
     except Exception as exc:  # TFMA/Beam wrap model errors in long traces: give one line that names the input
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SlipwayError(f"model {model_dir}: TFMA evaluation on {pattern} failed: {first[:500]}") from exc
+        raise SlipwayError(f"model {model_name}: TFMA evaluation on {pattern} failed: {first[:500]}") from exc
 
 
 def _slice_name(slice_key) -> str:

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 from slipway.core import beam as beam_options
-from slipway.core import progress
+from slipway.core import beam_storage, progress, storage
 from slipway.core.artifacts import (
     EXAMPLES_META,
     SCHEMA_FILE,
+    SPLIT_PREFIX,
     examples_meta,
     sha256_file,
     shard_name,
@@ -210,14 +211,25 @@ def run(
     rows = sum(int(count) for count in (meta.get("splits") or {}).values()) or None
     beam_choice = beam_options.choose("transform", beam_pipeline_args, rows)
 
-    with staged_output(transform_graph_dir) as graph_out, staged_output(transformed_examples_dir) as data_out:
+    with staged_output(transform_graph_dir) as graph_out, staged_output(transformed_examples_dir) as data_out, \
+            beam_storage.WorkerPaths(beam_choice, "transform") as paths:
         analysis_args = beam_choice.analysis_args()
         analysis = "analyzing train in process, transforming" if analysis_args != beam_choice.args else \
             "analyzing train and transforming"
         progress.say(f"transform {analysis} {', '.join(splits)} on {beam_choice.describe()}")
-        with analysis_folder(examples_dir, schema, module_file) as temp_root:
-            _analyze(preprocessing_fn, schema, examples_dir, str(graph_out), temp_root, analysis_args)
-            _transform_splits(schema, examples_dir, splits, str(graph_out), data_out, temp_root, beam_choice.args)
+        with analysis_folder(examples_dir, schema, module_file) as local_temp, \
+                beam_storage.runner_failures(beam_choice, f"examples {examples_dir}"):
+            temp_root = paths.output(local_temp, "tft-temp")
+            graph_written = paths.output(graph_out, "transform-graph")
+            _analyze(preprocessing_fn, schema, paths.folder(examples_dir), graph_written, temp_root, analysis_args)
+            paths.collect(graph_written, graph_out)
+            _settle_graph(schema, graph_out)
+            data_written = paths.output(data_out, "transformed-examples")
+            _transform_splits(schema, paths.folder(examples_dir), splits, paths.folder(graph_out), data_written,
+                              temp_root, beam_choice.args)
+            paths.collect(data_written, data_out)
+        for split in splits:
+            _name_shards(split_dir(data_out, split))
 
         import tensorflow_transform as tft
 
@@ -296,7 +308,7 @@ def _source(files: list[str], schema):
     return tfxio.TFExampleRecord(file_pattern=files, schema=schema, telemetry_descriptors=["slipway", "transform"])
 
 
-def _analyze(preprocessing_fn, schema, examples_dir: str, graph_out: str, temp_root: Path,
+def _analyze(preprocessing_fn, schema, examples_dir: str, graph_out: str, temp_root: str,
              beam_args: list[str]) -> None:
     """Fit preprocessing_fn on the train split; write the transform graph to graph_out.
 
@@ -306,7 +318,6 @@ def _analyze(preprocessing_fn, schema, examples_dir: str, graph_out: str, temp_r
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
     from apache_beam.options.pipeline_options import PipelineOptions
-    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
 
     train = _source(split_files(examples_dir, TRAIN_SPLIT), schema)
     with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline, \
@@ -315,13 +326,20 @@ def _analyze(preprocessing_fn, schema, examples_dir: str, graph_out: str, temp_r
         transform_fn = (analyzed, train.TensorAdapterConfig()) | "Analyze" >> tft_beam.AnalyzeDataset(
             preprocessing_fn)
         _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph_out)
+
+
+def _settle_graph(schema, graph_out: Path) -> None:
+    """The written transform graph completed where the step can see it: the raw schema beside it, its nodes in
+    name order (before the transform of the splits reads it)."""
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+
     metadata_io.write_metadata(dataset_metadata.DatasetMetadata(schema), os.path.join(graph_out, "metadata"))
     canonical_node_order(Path(graph_out) / "transform_fn")
 
 
-def _transform_splits(schema, examples_dir: str, splits: list[str], graph_out: str, data_out: Path,
-                      temp_root: Path, beam_args: list[str]) -> None:
-    """Apply the written transform graph to every split, shard by shard."""
+def _transform_splits(schema, examples_dir: str, splits: list[str], graph: str, data_out: str, temp_root: str,
+                      beam_args: list[str]) -> None:
+    """Apply the written transform graph to every split, shard by shard, into data_out/Split-<split>/."""
     import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -329,15 +347,13 @@ def _transform_splits(schema, examples_dir: str, splits: list[str], graph_out: s
     adapter_config = _source(split_files(examples_dir, TRAIN_SPLIT), schema).TensorAdapterConfig()
     with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline, \
             tft_beam.Context(temp_dir=str(temp_root)):
-        transform_fn = pipeline | "ReadTransformFn" >> tft_beam.ReadTransformFn(graph_out)
+        transform_fn = pipeline | "ReadTransformFn" >> tft_beam.ReadTransformFn(graph)
         for split in splits:
-            out_dir = split_dir(data_out, split)
-            out_dir.mkdir(parents=True, exist_ok=True)
+            out_dir = storage.join(data_out, f"{SPLIT_PREFIX}{split}")
+            storage.makedirs(out_dir)
             for index, shard in enumerate(split_files(examples_dir, split)):
                 _transform_shard(pipeline, _source([shard], schema), adapter_config, transform_fn,
-                                 f"{split}][{index}", out_dir / f"{SHARD_PREFIX}-{index:05d}")
-    for split in splits:
-        _name_shards(split_dir(data_out, split))
+                                 f"{split}][{index}", storage.join(out_dir, f"{SHARD_PREFIX}-{index:05d}"))
 
 
 def _analysis_root() -> Path:
@@ -347,7 +363,7 @@ def _analysis_root() -> Path:
     return fixed if fixed.is_dir() and os.access(fixed, os.W_OK | os.X_OK) else Path(tempfile.gettempdir())
 
 
-def _transform_shard(pipeline, source, adapter_config, transform_fn, label: str, prefix: Path) -> None:
+def _transform_shard(pipeline, source, adapter_config, transform_fn, label: str, prefix: str) -> None:
     """One input shard, transformed and written on its own: a gzip shard is read whole by one worker, so its
     records keep their order and land in files named after it, whichever worker ran it and whenever it finished
     (all shards of a split through one write had the runner name the files in the order bundles finished)."""

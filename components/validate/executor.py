@@ -22,15 +22,13 @@ import json
 import math
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
 from slipway.components.validate import report
-from slipway.core import artifacts, progress
+from slipway.core import artifacts, beam_storage, progress
 from slipway.core import beam as beam_options
 from slipway.core.errors import SlipwayError, ValidationFailed, option_name
 
@@ -125,38 +123,45 @@ def _statistics(examples_dir: str, splits: list[str], options, beam_args: list[s
         return stats, {"statistics_path": "in_process", "beam": None}
     choice = beam_options.choose("validate", beam_args, rows)
     progress.say(f"validate statistics of {', '.join(splits)} on {choice.describe()}")
-    stats = _beam_statistics(examples_dir, splits, options, choice.args)
+    stats = _beam_statistics(examples_dir, splits, options, choice)
     return stats, {"statistics_path": "beam", "beam": choice.facts(BATCH_SIZE)}
 
 
-def _beam_statistics(examples_dir: str, splits: list[str], options, beam_args: list[str]) -> dict:
-    """Every split's statistics from TFDV's GenerateStatistics in one Beam pipeline."""
+def _beam_statistics(examples_dir: str, splits: list[str], options, choice: beam_options.BeamChoice) -> dict:
+    """Every split's statistics from TFDV's GenerateStatistics in one Beam pipeline, at the paths the runner's
+    workers can open (beam_storage)."""
+    # The pipeline writes each split's statistics as one file; read back here, since the outputs are written only
+    # once the anomalies are known.
+    with beam_storage.WorkerPaths(choice, "validate") as paths:
+        files = {split: [paths.file(f, examples_dir) for f in artifacts.split_files(examples_dir, split)]
+                 for split in splits}  # a split without shards fails here
+        written = {split: paths.scratch(f"statistics-{split}") for split in splits}
+        with beam_storage.runner_failures(choice, f"examples {examples_dir}"):
+            try:
+                return _run_statistics(splits, options, choice.args, files, written)
+            except Exception as e:  # a runner reports a worker's error as its own type, with the worker's text
+                reason = _unreadable_shard(str(e))
+                if reason is None:
+                    raise
+                raise SlipwayError(f"examples {examples_dir}: a shard of {', '.join(splits)} cannot be read "
+                                   f"({reason})") from None
+
+
+def _run_statistics(splits: list[str], options, beam_args: list[str], files: dict, written: dict) -> dict:
+    """The pipeline: each split's `files` read, its statistics written to `written[split]` and read back."""
     import apache_beam as beam
     import tensorflow_data_validation as tfdv
     from apache_beam.options.pipeline_options import PipelineOptions
     from tfx_bsl.public import tfxio
 
-    files = {split: artifacts.split_files(examples_dir, split) for split in splits}  # a split without shards fails here
-    # The pipeline writes each split's statistics as one file; read back here, since the outputs are written only
-    # once the anomalies are known.
-    scratch = Path(tempfile.mkdtemp(prefix="slipway-validate-"))
-    try:
-        with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
-            for split in splits:
-                source = tfxio.TFExampleRecord(file_pattern=files[split], telemetry_descriptors=["slipway", "validate"])
-                _ = (pipeline
-                     | f"Read[{split}]" >> source.BeamSource(BATCH_SIZE)  # the fast path's batches
-                     | f"Statistics[{split}]" >> tfdv.GenerateStatistics(options)
-                     | f"Write[{split}]" >> tfdv.WriteStatisticsToBinaryFile(str(scratch / split)))
-        return {split: _settled(tfdv.load_stats_binary(str(scratch / split)), split) for split in splits}
-    except Exception as e:  # a runner reports a worker's error as its own type, with the worker's text
-        reason = _unreadable_shard(str(e))
-        if reason is None:
-            raise
-        raise SlipwayError(f"examples {examples_dir}: a shard of {', '.join(splits)} cannot be read ({reason})") \
-            from None
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
+        for split in splits:
+            source = tfxio.TFExampleRecord(file_pattern=files[split], telemetry_descriptors=["slipway", "validate"])
+            _ = (pipeline
+                 | f"Read[{split}]" >> source.BeamSource(BATCH_SIZE)  # the fast path's batches
+                 | f"Statistics[{split}]" >> tfdv.GenerateStatistics(options)
+                 | f"Write[{split}]" >> tfdv.WriteStatisticsToBinaryFile(written[split]))
+    return {split: _settled(tfdv.load_stats_binary(written[split]), split) for split in splits}
 
 
 def _unreadable_shard(error: str) -> str | None:

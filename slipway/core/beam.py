@@ -55,7 +55,7 @@ class BeamChoice:
 
     @property
     def is_direct(self) -> bool:
-        return _runner_key(self.runner) in DIRECT_RUNNERS
+        return runner_key(self.runner) in DIRECT_RUNNERS
 
     def facts(self, batch_size: int = RECORD_BATCH_SIZE) -> dict:
         """What the step records in its output's metadata (the lineage keeps how the data was processed: with the
@@ -98,7 +98,7 @@ def parse_args(value: Sequence[str] | str | None, name: str = "") -> list[str]:
             args[-1] = f"{args[-1]}={item}"  # ["--project", "p"] as Beam reads it: --project=p
         else:
             raise SlipwayError(f"{name}[{index}] {item!r}: expected --name=value (or --name followed by its value)")
-    _check_direct_values(_flag_values(args), name)
+    _check_direct_values(flag_values(args), name)
     return args
 
 
@@ -133,7 +133,7 @@ def _split_text(text: str, name: str) -> list:
         raise SlipwayError(f"{name}: cannot split {text!r} into arguments ({e})") from None
 
 
-def _flag_values(args: list[str]) -> dict[str, str]:
+def flag_values(args: list[str]) -> dict[str, str]:
     """The last value of each --name=value argument; bare flags map to ''."""
     values: dict[str, str] = {}
     for item in args:
@@ -146,7 +146,7 @@ def _flag_key(key: str) -> str:
     return key.replace("-", "_")
 
 
-def _runner_key(runner: str) -> str:
+def runner_key(runner: str) -> str:
     """Beam's runner lookup: the class name, case-insensitive (a dotted path names its class last)."""
     return runner.rsplit(".", 1)[-1].lower()
 
@@ -193,9 +193,9 @@ def choose(step: str, beam_pipeline_args: Sequence[str] | str | None, rows: int 
     (default: usable_cores())."""
     cores = cores or usable_cores()
     args = parse_args(beam_pipeline_args)
-    flags = _flag_values(args)
+    flags = flag_values(args)
     runner = flags.get("runner", "") or "DirectRunner"
-    if _runner_key(runner) not in DIRECT_RUNNERS:
+    if runner_key(runner) not in DIRECT_RUNNERS:
         return BeamChoice(args, runner, None, "", f"from {option_name(PARAMETER)}")
     set_workers = flags.get("direct_num_workers")
     set_mode = flags.get("direct_running_mode")

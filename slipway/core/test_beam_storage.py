@@ -1,0 +1,117 @@
+"""Where the Beam steps' workers read and write (slipway.core.beam_storage) and the worker harness's set-up
+(slipway.core.beam_worker): which runners share the step's files, the scratch URI a remote runner needs, KFP's
+local paths read as URIs, inputs copied to and outputs copied from a real S3 server on loopback."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from slipway.core import beam, beam_storage, beam_worker
+from slipway.core.errors import SlipwayError
+from slipway.core.testing import environment
+
+REMOTE = ["--runner=PortableRunner", "--job_endpoint=flink:8099", "--environment_type=EXTERNAL",
+          "--environment_config=localhost:50000"]
+
+
+@pytest.mark.parametrize(("args", "shared"), [
+    ([], True),
+    (["--direct_num_workers=2", "--direct_running_mode=multi_processing"], True),
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--environment_type=LOOPBACK"], True),
+    (["--runner=PrismRunner"], True),  # Beam's Python PrismRunner runs LOOPBACK unless told otherwise
+    (REMOTE, False),
+    (["--runner=FlinkRunner", "--flink_master=flink:8081", "--environment_type=PROCESS"], False),
+    (["--runner=PortableRunner", "--job_endpoint=spark:8099"], False),  # Beam's default environment: DOCKER
+    (["--runner=DataflowRunner", "--project=p"], False),
+])
+def test_which_runners_share_the_steps_files(args, shared):
+    assert beam_storage.workers_share_files(beam.choose("transform", args, 1000, cores=2)) is shared
+
+
+def test_a_remote_runner_without_a_shared_scratch_uri_is_refused_in_one_line():
+    with pytest.raises(SlipwayError) as caught:
+        beam_storage.check(REMOTE, name="--beam-pipeline-args")
+    assert str(caught.value) == ("--beam-pipeline-args: --runner=PortableRunner runs its workers where this step's "
+                                 "files are not: add --temp_location=s3://BUCKET/PATH (the scratch space the workers "
+                                 "and the step share)")
+    with pytest.raises(SlipwayError, match=r"--temp_location=/scratch: must be an object-store URI"):
+        beam_storage.check([*REMOTE, "--temp_location=/scratch"], name="--beam-pipeline-args")
+    beam_storage.check([*REMOTE, "--temp_location=s3://bucket/tmp"])
+    beam_storage.check(["--direct_num_workers=2"])  # the DirectRunner needs none
+
+
+@pytest.mark.parametrize(("path", "uri"), [
+    ("/minio/mlpipeline/v2/artifacts/p/run/transform/examples", "s3://mlpipeline/v2/artifacts/p/run/transform/examples"),
+    ("/s3/bucket/key/model", "s3://bucket/key/model"),
+    ("/gcs/bucket/a/b", "gs://bucket/a/b"),
+    ("/minio/bucket", None),  # a bucket alone is not an artifact
+    ("/tmp/out/examples", None),
+    ("relative/minio/b/k", None),
+])
+def test_kfp_launcher_paths_are_read_as_their_uris(path, uri):
+    assert beam_storage.uri_of_kfp_path(path) == uri
+
+
+def test_local_runners_get_the_steps_own_paths(tmp_path):
+    examples = tmp_path / "examples"
+    (examples / "Split-train").mkdir(parents=True)
+    shard = examples / "Split-train" / "data.gz"
+    shard.write_bytes(b"x")
+    with beam_storage.WorkerPaths(beam.choose("transform", [], 10), "transform") as paths:
+        assert not paths.shared
+        assert paths.folder(examples) == str(examples)
+        assert paths.file(shard, examples) == str(shard)
+        assert paths.output(tmp_path / "out", "out") == str(tmp_path / "out")
+        assert paths.collect(str(tmp_path / "out"), tmp_path / "out") == 0
+        scratch = paths.root
+    assert not (tmp_path / "out").exists()
+    assert not os.path.exists(scratch)  # the local scratch folder goes too
+
+
+def test_remote_runners_get_uris_under_the_scratch_location_and_it_is_removed(tmp_path, loopback_s3_env):
+    import tensorflow as tf
+
+    examples = tmp_path / "examples"
+    (examples / "Split-train").mkdir(parents=True)
+    shard = examples / "Split-train" / "data.gz"
+    shard.write_bytes(b"records")
+    args = [*REMOTE, "--temp_location=s3://slipway-test/beam-tmp/"]
+    with environment(loopback_s3_env):
+        with beam_storage.WorkerPaths(beam.choose("validate", args, 10), "validate") as paths:
+            assert paths.shared and paths.root.startswith("s3://slipway-test/beam-tmp/slipway-validate-")
+            uri = paths.file(shard, examples)
+            assert uri == f"{paths.folder(examples)}/Split-train/data.gz"  # the folder copied once
+            with tf.io.gfile.GFile(uri, "rb") as read:
+                assert read.read() == b"records"
+            written = paths.output(tmp_path / "out", "out")
+            assert written == f"{paths.root}/out"
+            tf.io.gfile.makedirs(f"{written}/Split-train")
+            with tf.io.gfile.GFile(f"{written}/Split-train/result", "wb") as out:
+                out.write(b"done")
+            assert paths.collect(written, tmp_path / "collected") == 1
+            root = paths.root
+        assert (tmp_path / "collected" / "Split-train" / "result").read_bytes() == b"done"
+        assert not tf.io.gfile.exists(root)
+
+
+def test_runner_failures_are_one_line_for_remote_runners_only():
+    remote = beam.choose("transform", [*REMOTE, "--temp_location=s3://b/t"], 10)
+    with pytest.raises(SlipwayError) as caught, beam_storage.runner_failures(remote, "examples /data"):
+        raise RuntimeError("Pipeline job-001 failed in state FAILED: worker lost\nTraceback ...")
+    assert str(caught.value) == ("examples /data: Beam PortableRunner failed: Pipeline job-001 failed in state "
+                                 "FAILED: worker lost")
+    local = beam.choose("transform", [], 10)
+    with pytest.raises(ValueError, match="a bug in the module"), beam_storage.runner_failures(local, "examples /d"):
+        raise ValueError("a bug in the module")
+
+
+def test_the_worker_maps_the_object_store_settings_for_boto3():
+    environ = {"S3_ENDPOINT": "http://127.0.0.1:9000", "AWS_REGION": "us-east-1"}
+    beam_worker.prepare(environ)
+    assert environ["AWS_ENDPOINT_URL_S3"] == "http://127.0.0.1:9000"
+    assert environ["AWS_DEFAULT_REGION"] == "us-east-1"
+    mine = {"S3_ENDPOINT": "http://a:1", "AWS_ENDPOINT_URL_S3": "http://b:2"}
+    beam_worker.prepare(mine)
+    assert mine["AWS_ENDPOINT_URL_S3"] == "http://b:2"  # what the user set wins
