@@ -115,8 +115,10 @@ PARAMETER_DESCRIPTIONS = {
     "backend": "Where train and tune run: local (in the step's pod) or kubernetes (MPIJob, Katib Experiment).",
     "cluster": "JSON launcher settings for backend kubernetes: namespace, storage, resources, timeout_s.",
     "beam_pipeline_args": "Beam options for validate, transform and evaluate, e.g. [\"--runner=FlinkRunner\", "
-                          "\"--flink_master=host:8081\"]; empty: Beam's DirectRunner in each step's pod, in process "
-                          "or one worker per core as the row count makes faster.",
+                          "\"--flink_master=host:8081\", \"--temp_location=s3://bucket/tmp\"] (a runner whose "
+                          "workers run elsewhere needs --temp_location, an object-store URI they share); empty: "
+                          "Beam's DirectRunner in each step's pod, in process or one worker per core as the row "
+                          "count makes faster.",
     "object_store_secret": "The Secret whose keys become every step's object-store environment (AWS_*, S3_*).",
     "lineage_store": "The ML Metadata store: grpc://host:port on a cluster, sqlite:///path locally; empty: none.",
     "deploy_backend": "local (KServe's model server on loopback), push (only push the version) or kubernetes "

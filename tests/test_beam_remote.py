@@ -33,7 +33,7 @@ pytestmark = [
                        reason="runs in a network namespace of its own (.ci/test: unshare --net)"),
 ]
 
-BUCKET = "slipway-beam"
+BUCKET = "slipway-test"  # the session's loopback S3 server (conftest.loopback_s3_env)
 TEMP_LOCATION = f"s3://{BUCKET}/beam-tmp"
 TIMES = int(os.environ.get("SLIPWAY_BEAM_REMOTE_TIMES", "1"))
 LABEL = "big_tipper"
@@ -41,13 +41,14 @@ THRESHOLDS = {"thresholds": {"auc": {"lower_bound": 0.5}}}
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory, loopback_s3_env):
     """The object store, the remote runner, and the taxi data ingested (in process: ingest does not use Beam)."""
-    from slipway.core.testing import environment, loopback_s3
+    from slipway.core.testing import environment
 
     root = tmp_path_factory.mktemp("beam-remote")
     hidden = _hidden_from_workers(tmp_path_factory.getbasetemp())
-    with loopback_s3(BUCKET) as env, environment(env):
+    env = loopback_s3_env
+    with environment(env):
         from slipway.components.ingest import executor as ingest
 
         ingest.run(str(_taxi_csv(root)), str(root / "examples"), LABEL)

@@ -23,8 +23,9 @@ def transform(
         schema: validate's schema (raw feature types for parsing).
         module_file: Path of the Python module file defining preprocessing_fn(inputs).
         beam_pipeline_args: Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",
-            "--flink_master=host:8081"]); empty runs Beam's DirectRunner in this step's pod, in process or one
-            worker process per core as the row count makes faster.
+            "--flink_master=host:8081", "--temp_location=s3://bucket/tmp"]: a runner whose workers run elsewhere
+            needs --temp_location, an object-store URI they share); empty runs Beam's DirectRunner in this step's
+            pod, in process or one worker process per core as the row count makes faster.
         lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
             sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
             recorded (said once).

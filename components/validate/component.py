@@ -36,8 +36,9 @@ def validate(
         drift_thresholds: JSON object {feature: threshold} for drift, the same distances.
         default_drift_threshold: Drift threshold for features not listed; below 0 means no drift check for them.
         beam_pipeline_args: Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",
-            "--flink_master=host:8081"]); empty runs Beam's DirectRunner in this step's pod, in process or one
-            worker process per core as the row count makes faster.
+            "--flink_master=host:8081", "--temp_location=s3://bucket/tmp"]: a runner whose workers run elsewhere
+            needs --temp_location, an object-store URI they share); empty runs Beam's DirectRunner in this step's
+            pod, in process or one worker process per core as the row count makes faster.
         lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
             sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
             recorded (said once).
