@@ -113,7 +113,9 @@ def run_step(step: str, args: dict) -> dict:
     """Run one step's driver in a fresh process; return seconds, peak tree RSS (MiB) and the rows it handled."""
     body = textwrap.dedent(DRIVERS[step])
     code = (f"import json, sys\nA = json.loads(sys.argv[1])\nextra = {{}}\n{body}\n"
-            "print('BENCH ' + json.dumps({'rows': rows, **extra}))\n")
+            "print('BENCH ' + json.dumps({'rows': rows, **extra}), flush=True)\n"
+            # As a step process does (slipway.core.step): tensorflow-io's s3 filesystem aborts in teardown.
+            "import os\nos._exit(0)\n")
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-c", code, json.dumps(args)], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
