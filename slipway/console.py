@@ -13,8 +13,6 @@ parent exits first (PR_SET_CHILD_SUBREAPER), so stop_descendants() reaches every
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import signal
 import subprocess
 import sys
 import time
@@ -22,27 +20,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from slipway.core import progress
+from slipway.core import lifecycle, progress
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
 ACTIVE: Console | None = None  # the console kfp.local's tasks run through (steps_through), for other task handlers
 KEEP_RUN_LOGS = 20  # runs whose logs stay in <workdir>/logs; older ones are removed at the next run's start
-
-
-def _prctl(option: int, value: int) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-
-
-def die_with_parent() -> None:
-    """preexec_fn: the step gets SIGTERM when the process that started it ends, even by SIGKILL."""
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def adopt_orphans() -> None:
-    """Descendants whose parent exits are re-parented to this process rather than to init, so they stay visible."""
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def step_name(command: list[str]) -> str:
@@ -84,7 +65,7 @@ class Console:
         ended = False
         with open(log_path, "a", encoding="utf-8") as log, subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace",
-            env=env, preexec_fn=die_with_parent,
+            env=env, preexec_fn=lifecycle.die_with_parent,
         ) as process:
             for line in process.stdout:
                 log.write(line)

@@ -17,7 +17,7 @@ from typing import Any
 from slipway import console as console_module
 from slipway.console import Console
 from slipway.container_runner import ContainerSettings, podman_tasks
-from slipway.core import lineage, step_facts
+from slipway.core import lifecycle, lineage, step_facts
 from slipway.core.artifacts import atomic_write_text
 
 STEP_ORDER = ("ingest", "validate", "transform", "tune", "train", "resolve_baseline", "evaluate", "deploy")
@@ -65,7 +65,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     console_module.prune_run_logs(logs.parent)
     console = Console(logs, verbose=verbose)
     console.say(f"run {run_id}: {pipeline} in {root} (step logs: {logs})")
-    console_module.adopt_orphans()
+    lifecycle.adopt_orphans()
     started = time.time()
     failure = ""
     interrupted: str | None = None
@@ -84,7 +84,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
             except Exception as exc:  # kfp.local raises RuntimeError for a failed task; the error is in lineage
                 failure = " ".join(str(exc).split())[:500]
     except KeyboardInterrupt as exc:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
+        lifecycle.install(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the clean-up short
         interrupted = console.current or "(between steps)"
         interrupted_by = exc.args[0] if exc.args else "SIGINT"
         failure = f"interrupted by {interrupted_by} during {interrupted}"
@@ -93,7 +93,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
             console_module.stop_descendants()
         shutil.rmtree(scratch, ignore_errors=True)
         if interrupted:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            lifecycle.install(signal.SIGINT, signal.default_int_handler)
     wall = time.time() - started
     tasks = [task.replace("-", "_") for task in pipeline_func.pipeline_spec.root.dag.tasks]  # KFP dashes names
     expected = [name for name in STEP_ORDER if name in tasks] + [name for name in tasks if name not in STEP_ORDER]
@@ -133,18 +133,9 @@ def _alive(pid_text: str) -> bool:
     return True
 
 
-@contextlib.contextmanager
 def interrupts_as_keyboard_interrupt():
     """SIGTERM ends the run as Ctrl-C does (KeyboardInterrupt carries the signal's name)."""
-
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = signal.signal(signal.SIGTERM, on_signal)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    return lifecycle.raise_on_signals(lambda signum: KeyboardInterrupt(signum.name), (signal.SIGTERM,))
 
 
 def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, arguments: dict,

@@ -26,6 +26,7 @@ import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 
 # also executor's own API: components/train/component.py calls executor.resolve_hyperparameters / load_user_module
 from slipway.components.train.model_module import load_user_module, resolve_hyperparameters
+from slipway.core import lifecycle
 from slipway.core.artifacts import read_json, staged_output
 from slipway.core.errors import SlipwayError
 from slipway.core.trainer_command import TrainerCommand
@@ -108,17 +109,15 @@ def run_horovod_locally(workers: int, trainer: TrainerCommand) -> None:
 def _terminate_on_signal(process: subprocess.Popen):
     """SIGTERM/SIGINT to this step (a cancelled run) stops every rank, not just horovodrun."""
 
-    def stop(signum, frame):
+    def stop(signum: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
-        raise SlipwayError(f"train: stopped by signal {signum}; all ranks terminated")
+        raise SlipwayError(f"train: stopped by signal {int(signum)}; all ranks terminated")
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield
+        with lifecycle.on_signals(stop):
+            yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)

@@ -217,3 +217,25 @@ def test_entry_point_prints_katib_metric_lines_and_can_skip_the_export(binary, t
                                                          lines[1]))
     assert pairs["epoch"] == 2 and {"loss", "val_loss"} <= set(pairs)
     assert not (tmp_path / "model" / "saved_model.pb").exists()
+
+
+def test_a_stop_signal_during_horovod_ends_every_rank_in_one_line():
+    """SIGTERM to the step (a cancelled run) while horovodrun runs: the rank processes' group is stopped and the
+    step fails in one line, the previous handler back afterwards."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from slipway.components.train.executor import _terminate_on_signal
+
+    ranks = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SlipwayError) as caught, _terminate_on_signal(ranks):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    assert str(caught.value) == "train: stopped by signal 15; all ranks terminated"
+    assert ranks.wait(timeout=10) != 0
+    with pytest.raises(ProcessLookupError):
+        os.killpg(ranks.pid, 0)  # the whole group is gone
+    assert signal.getsignal(signal.SIGTERM) is before

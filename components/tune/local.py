@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
-from slipway.core import progress
+from slipway.core import lifecycle, progress
 from slipway.core.errors import SlipwayError
 from slipway.core.trainer_command import TrainerCommand
 
@@ -423,37 +423,19 @@ class _Search:
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             self.study = optuna.create_study(direction=self.direction, sampler=self.sampler)
             self.work_dir.mkdir(parents=True, exist_ok=True)
-            previous = self._on_sigterm()
-            try:
-                self._loop()
-            except BaseException:
-                self._kill_all()
-                raise
-            finally:
-                if previous is not None:
-                    signal.signal(signal.SIGTERM, previous)
+            # Trials run in their own sessions, so a SIGTERM to this process (a deleted pod, a cancelled run) must
+            # take them down explicitly; then the previous handler acts (default: exit 143).
+            with lifecycle.on_signals(lambda _signum: self._kill_all(), (signal.SIGTERM,), then_previous=True):
+                try:
+                    self._loop()
+                except BaseException:
+                    self._kill_all()
+                    raise
         return self.result()
 
     def _kill_all(self) -> None:
         for trial in self.running:
             trial.signal(signal.SIGKILL)
-
-    def _on_sigterm(self):
-        """Trials run in their own sessions, so a SIGTERM to this process (a deleted pod, a cancelled run) must
-        take them down explicitly; then the previous handler runs (default: exit 143)."""
-        if threading.current_thread() is not threading.main_thread():
-            return None
-        previous = signal.getsignal(signal.SIGTERM)
-
-        def handler(signum, frame):
-            self._kill_all()
-            if callable(previous):
-                previous(signum, frame)
-            elif previous != signal.SIG_IGN:
-                raise SystemExit(128 + signum)
-
-        signal.signal(signal.SIGTERM, handler)
-        return previous
 
     def _loop(self) -> None:
         stopping = False

@@ -34,7 +34,6 @@ import os
 import re
 import signal
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import slipway  # noqa: F401  (environment defaults first)
+from slipway.core import lifecycle
 from slipway.core.errors import InfrastructureError, PermissionDenied, SlipwayError
 
 log = logging.getLogger("slipway.launcher")
@@ -568,20 +568,10 @@ class _Signalled(BaseException):
 @contextlib.contextmanager
 def _signals_raise() -> Iterator[None]:
     """For the duration: SIGTERM and SIGINT raise _Signalled in the main thread; previous handlers restored after."""
-    if threading.current_thread() is not threading.main_thread():
-        log.warning("launcher not on the main thread: SIGTERM will not delete the remote object")
+    with lifecycle.raise_on_signals(_Signalled) as installed:
+        if not installed:
+            log.warning("launcher not on the main thread: SIGTERM will not delete the remote object")
         yield
-        return
-
-    def handler(signum, _frame):
-        raise _Signalled(signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def permission_denied(ref: ResourceRef, action: str, exc: BaseException) -> PermissionDenied:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
 import time
 from pathlib import Path
 
+from slipway.core import lifecycle
 from slipway.core.errors import SlipwayError
 
 DEFAULT_PORT = 8080  # KServe's default HTTP port
@@ -110,18 +109,9 @@ def serve_until_interrupted(deployment: dict) -> None:
             print(f"\nstopped the server at {server.url}", flush=True)
 
 
-@contextlib.contextmanager
 def _stop_signals_interrupt():
     """Ctrl-C and SIGTERM (a supervisor's stop) stop the server, also where SIGINT was inherited as ignored."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return lifecycle.raise_on_signals(lambda signum: KeyboardInterrupt())
 
 
 def _wait_while_alive(server) -> None:

@@ -20,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from slipway.core import lifecycle
 from slipway.core.errors import SlipwayError
 
 READY_PREFIX = "slipway-serving ready"  # server.READY_PREFIX (that module imports kserve, so not from there)
@@ -123,7 +124,7 @@ def start_server(
         offset = log.tell()
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=detach, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                                   preexec_fn=None if detach else _end_with_parent)
+                                   preexec_fn=None if detach else lifecycle.die_with_parent)
     try:
         fields = _wait_ready(process, log_file, offset, ready_timeout)
     except BaseException:
@@ -131,15 +132,6 @@ def start_server(
         raise
     return ServerProcess(process.pid, fields["url"], int(fields["url"].rsplit(":", 1)[1]), name, str(model_base),
                          int(fields["version"]), str(log_file), process)
-
-
-def _end_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the process that started it dies, even by SIGKILL, so a server that
-    is not detached never outlives its caller (Linux; elsewhere nothing happens)."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
 
 
 def _wait_ready(process: subprocess.Popen, log_file: str, offset: int, timeout: float) -> dict:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
-from slipway.core import storage
+from slipway.core import lifecycle, storage
 from slipway.core.errors import SlipwayError
 from slipway.serving import layout
 
@@ -146,7 +146,7 @@ class _Stop(SystemExit):
     """Raised by SIGTERM/SIGINT outside uvicorn (while loading, or re-raised by uvicorn after its graceful stop)."""
 
 
-def _stop_on_signal(signum, frame) -> None:
+def _stop_on_signal(signum: signal.Signals) -> None:
     raise _Stop(0)
 
 
@@ -912,8 +912,8 @@ def _watch(model: SavedModelServer, stop: threading.Event, poll_seconds: float) 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, _stop_on_signal)
+    for signum in lifecycle.STOP_SIGNALS:
+        lifecycle.install(signum, _stop_on_signal)
     try:
         sock = bind(args.host, args.port)
         found = layout.require_versions(args.model_base)
