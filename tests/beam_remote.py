@@ -41,7 +41,7 @@ def _free_port() -> int:
     return free_port()
 
 
-def _wait_listening(port: int, process: subprocess.Popen, log: Path, timeout_s: float = 60.0) -> None:
+def _wait_listening(host: str, port: int, process: subprocess.Popen, log: Path, timeout_s: float = 60.0) -> None:
     import socket
 
     deadline = time.monotonic() + timeout_s
@@ -50,10 +50,10 @@ def _wait_listening(port: int, process: subprocess.Popen, log: Path, timeout_s: 
             raise RuntimeError(f"exited with {process.returncode} before listening on {port}: "
                                f"{log.read_text()[-2000:]}")
         with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
+            if probe.connect_ex((host, port)) == 0:
                 return
         time.sleep(0.2)
-    raise RuntimeError(f"nothing listened on {port} within {timeout_s:.0f} s: {log.read_text()[-2000:]}")
+    raise RuntimeError(f"nothing listened on {host}:{port} within {timeout_s:.0f} s: {log.read_text()[-2000:]}")
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -80,34 +80,39 @@ def worker_pids(pool: subprocess.Popen) -> list[int]:
 
 
 @contextlib.contextmanager
-def remote_beam(folder: Path, hidden: Sequence[Path], env: dict[str, str], temp_location: str) -> Iterator[dict]:
+def remote_beam(folder: Path, hidden: Sequence[Path], env: dict[str, str], temp_location: str,
+                netns: str | None = None, host: str = "localhost") -> Iterator[dict]:
     """Prism and a worker pool running until the block ends; yields {"args": the beam_pipeline_args, "pool": the
-    worker pool's process, "prism": Prism's}. env: the workers' environment (the object store's settings, as a
-    Secret gives a cluster's workers)."""
+    worker pool's process, "prism": Prism's, "logs": their log files}. env: the workers' environment (the object
+    store's settings, as a Secret gives a cluster's workers). netns: a network namespace (`ip netns`) to run both in,
+    reached at `host` (the steps then name it as the job and artifact endpoint)."""
     folder.mkdir(parents=True, exist_ok=True)
     job_port, pool_port = _free_port(), _free_port()
+    inside = ["ip", "netns", "exec", netns] if netns else []
     started: list[subprocess.Popen] = []
     try:
         log = folder / "prism.log"
         with open(log, "wb") as out:
-            prism = subprocess.Popen([str(prism_binary()), f"--job_port={job_port}", "--log_level=warn"],
+            prism = subprocess.Popen([*inside, str(prism_binary()), f"--job_port={job_port}", "--log_level=warn"],
                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         started.append(prism)
-        _wait_listening(job_port, prism, log)
-        mounts = " && ".join(f"mount -t tmpfs slipway-hidden {shlex.quote(str(path))}" for path in hidden)
+        _wait_listening(host, job_port, prism, log)
+        mounts = "".join(f"mount -t tmpfs slipway-hidden {shlex.quote(str(path))} && " for path in hidden)
         worker = Path(sys.executable).with_name("slipway-beam-worker")
-        pool_command = (f"{mounts} && exec {shlex.quote(sys.executable)} -m "
+        pool_command = (f"{mounts}exec {shlex.quote(sys.executable)} -m "
                         f"apache_beam.runners.worker.worker_pool_main --service_port={pool_port} "
                         f"--container_executable={shlex.quote(str(worker))}")
         pool_log = folder / "workers.log"
         with open(pool_log, "wb") as out:
-            pool = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", pool_command],
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            pool = subprocess.Popen([*inside, "unshare", "--mount", "--propagation", "private", "sh", "-c",
+                                     pool_command], stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                     env={**os.environ, **env})
         started.append(pool)
-        _wait_listening(pool_port, pool, pool_log)
-        args = ["--runner=PortableRunner", f"--job_endpoint=localhost:{job_port}", "--environment_type=EXTERNAL",
+        _wait_listening(host, pool_port, pool, pool_log)
+        args = ["--runner=PortableRunner", f"--job_endpoint={host}:{job_port}", "--environment_type=EXTERNAL",
                 f"--environment_config=localhost:{pool_port}", f"--temp_location={temp_location}"]
+        if netns:  # Prism names its artifact service localhost: right for itself, not for a step elsewhere
+            args.insert(2, f"--artifact_endpoint={host}:{job_port}")
         yield {"args": args, "pool": pool, "prism": prism, "logs": [log, pool_log]}
     finally:
         for process in reversed(started):

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from slipway.core import beam, storage
+from slipway.core import beam, progress, storage
 from slipway.core.errors import SlipwayError, option_name
 
 # Beam's portable environments that run the work where the submitting step's files are.
@@ -108,7 +108,8 @@ class WorkerPaths:
             uri = uri_of_kfp_path(local)
             if uri is None:
                 uri = f"{self.root}/inputs/{len(self._inputs)}-{Path(local).name}"
-                storage.copy_tree(local, uri)
+                count = storage.copy_tree(local, uri)
+                progress.say(f"{self.step} copied {local} ({count} files) to {uri} for the runner's workers")
             self._inputs[local] = uri
         return self._inputs[local]
 

@@ -34,7 +34,7 @@ class InfrastructureError(SlipwayError):
 # Set by `slipway run` for its step processes, so a step's error names the flag the user typed.
 INTERFACE_ENV = "SLIPWAY_INTERFACE"
 CLI_INTERFACE = "cli"
-# Pipeline parameter -> the `slipway run` flag that sets it (tests/test_errors_wording.py checks each flag exists).
+# Pipeline parameter -> the `slipway run` flag that sets it (tests/test_run_checks.py checks each flag exists).
 CLI_FLAGS = {
     "data": "--data", "label": "--label", "module_file": "--module", "key": "--key", "splits": "--splits",
     "data_format": "--data-format", "image_size": "--image-size", "schema_file": "--schema",
