@@ -1,0 +1,91 @@
+"""ARCHITECTURE.md's layers hold: every production module imports only its own layer and the layers above it in
+the table, components never import each other, and every layer the document names exists."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# ARCHITECTURE.md's table, in order: a layer may import itself and the layers before it.
+LAYERS = ["core", "serving", "components", "pipelines", "data", "delivery", "app"]
+FOLDERS = {"slipway": "slipway", "components": "slipway.components", "pipelines": "slipway.pipelines"}
+
+
+def _layer(module: str) -> str | None:
+    """The layer of a slipway module name (None: not ours, or the package root, which only sets the environment)."""
+    parts = module.split(".")
+    if parts[0] != "slipway" or len(parts) == 1:
+        return None
+    return parts[1] if parts[1] in LAYERS else "app"
+
+
+def _component(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["slipway", "components"] else None
+
+
+def _production_modules():
+    """(file, its module name) for every production file: no tests, no test support."""
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.name.startswith("test_") or path.name.startswith("testing") or "modules" in path.parts:
+                continue
+            relative = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join([package, *[p for p in relative if p != "__init__"]])
+            yield path, name
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [(node.lineno, node.module)]
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names
+                      if _is_module(f"{node.module}.{alias.name}")]  # `from slipway import console`
+    return found
+
+
+def _is_module(name: str) -> bool:
+    """Whether a dotted slipway name is a module or package of ours (not an attribute such as __version__)."""
+    parts = name.split(".")
+    if parts[0] != "slipway" or len(parts) < 2:
+        return False
+    top = {"components": "components", "pipelines": "pipelines"}.get(parts[1])
+    base = ROOT / top / Path(*parts[2:]) if top else ROOT / "slipway" / Path(*parts[1:])
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def test_every_import_goes_to_the_same_layer_or_one_above():
+    upward = []
+    for path, module in _production_modules():
+        mine = _layer(module)
+        for line, imported in _imports(path):
+            theirs = _layer(imported)
+            if theirs and LAYERS.index(theirs) > LAYERS.index(mine):
+                upward.append(f"{path.relative_to(ROOT)}:{line} ({mine}) imports {imported} ({theirs})")
+    assert upward == []
+
+
+def test_components_never_import_each_other():
+    crossing = []
+    for path, module in _production_modules():
+        mine = _component(module)
+        if mine is None:
+            continue
+        for line, imported in _imports(path):
+            theirs = _component(imported)
+            if theirs and theirs != mine:
+                crossing.append(f"{path.relative_to(ROOT)}:{line} imports {imported}")
+    assert crossing == []
+
+
+def test_the_document_names_the_layers_this_test_checks():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (\w+) \| `([^`]+)`", text, re.MULTILINE)
+    assert [name for name, _ in rows] == LAYERS
+    for name, folder in rows:
+        assert list(ROOT.glob(folder)), (name, folder)  # a folder, or the app's files
