@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from slipway.components.deploy import inference_service  # noqa: F401  (registers its rule: launcher.RULES)
+from slipway.components.tune import katib
 from slipway.core import launcher, mpijob
 from slipway.core.testing_apiserver import service_account_username
 
@@ -30,7 +32,9 @@ FAST_POLL = "0.2"
 LAUNCHER_PROCESS = """
 import json, logging, sys
 from kubernetes import client as k8s, config
-from slipway.core import launcher
+from slipway.components.deploy import inference_service  # each kind registers its rule (launcher.RULES)
+from slipway.components.tune import katib
+from slipway.core import launcher, mpijob
 from slipway.core.errors import SlipwayError
 from slipway.core.kube import KubeClient
 kubeconfig, user, body_file, reference_file, timeout_s, poll_s = sys.argv[1:7]
@@ -121,7 +125,6 @@ def trial_settings(name: str):
 
 
 def experiment_body(name: str) -> dict:
-    from slipway.components.tune import katib
 
     return katib.render_experiment(SEARCH_SPEC, name, NAMESPACE, trial_settings(name))
 
@@ -187,7 +190,7 @@ def test_a_failed_mpijob_raises_one_line_with_the_operators_message(apiserver, c
     name = unique("train")
     process = LauncherProcess(apiserver, write_body(tmp_path, mpijob_body(name)), tmp_path / "ref.json")
     process.wait_for("created ")
-    set_condition(custom, launcher.MPIJOB, name, "Failed", "launcher pod exited with code 2")
+    set_condition(custom, mpijob.MPIJOB, name, "Failed", "launcher pod exited with code 2")
     code, error = process.finish()
     assert code == 2, process.lines
     assert error.startswith(f"MPIJob {NAMESPACE}/{name} failed: launcher pod exited with code 2 (JobFailed); last "
@@ -203,7 +206,7 @@ def test_sigterm_deletes_the_job_and_says_so(apiserver, custom, tmp_path: Path):
     code, error = process.finish()
     assert time.monotonic() - started < 30, "cleanup fits in the default termination grace period"
     assert error == f"MPIJob {NAMESPACE}/{name}: SIGTERM received while waiting; deleted the MPIJob"
-    wait_gone(custom, launcher.MPIJOB, name)
+    wait_gone(custom, mpijob.MPIJOB, name)
 
 
 def test_a_timeout_deletes_the_job_and_exits_as_an_infrastructure_error(apiserver, custom, tmp_path: Path):
@@ -213,7 +216,7 @@ def test_a_timeout_deletes_the_job_and_exits_as_an_infrastructure_error(apiserve
     code, error = process.finish()
     assert code == 3, process.lines
     assert error == f"MPIJob {NAMESPACE}/{name} did not finish within 4 s of its creation; deleted the MPIJob"
-    wait_gone(custom, launcher.MPIJOB, name)
+    wait_gone(custom, mpijob.MPIJOB, name)
 
 
 def test_the_server_keeps_the_server_side_deadline(apiserver, custom):
@@ -234,7 +237,7 @@ def test_rbac_refusal_is_a_permission_error_naming_the_verb_and_resource(apiserv
     assert code == 2, process.lines
     assert error.startswith(f"MPIJob {NAMESPACE}/{name}: permission denied: the step's service account may not get "
                             f"mpijobs.kubeflow.org in namespace {NAMESPACE}")
-    assert "HTTP 403 Forbidden" in error and not objects(custom, launcher.MPIJOB, name)
+    assert "HTTP 403 Forbidden" in error and not objects(custom, mpijob.MPIJOB, name)
 
 
 def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_record(apiserver, custom, tmp_path):
@@ -242,7 +245,6 @@ def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_reco
     trials Katib would make listed by the same account (the Role's `list trials`), their records in the result."""
     from kubernetes import client as k8s
 
-    from slipway.components.tune import katib
     from slipway.core.kube import KubeClient
 
     name = unique("tune")
@@ -262,7 +264,7 @@ def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_reco
     thread = threading.Thread(target=run_search)
     thread.start()
     deadline = time.monotonic() + 30
-    while not objects(custom, launcher.KATIB_EXPERIMENT, name):
+    while not objects(custom, katib.KATIB_EXPERIMENT, name):
         assert time.monotonic() < deadline and thread.is_alive(), outcome
         time.sleep(0.2)
     values = {"trial-a": ("0.001", "8", "128", 0.91), "trial-b": ("0.01", "16", "64", 0.95)}
@@ -276,7 +278,7 @@ def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_reco
         set_condition(custom, katib_trial_rule(), f"{name}-{trial}", "Succeeded", "finished", extra={
             "startTime": "2026-11-22T01:00:00Z", "completionTime": "2026-11-22T01:02:30Z",
             "observation": {"metrics": [{"name": "val_auc", "latest": str(auc), "max": str(auc), "min": "0.5"}]}})
-    set_condition(custom, launcher.KATIB_EXPERIMENT, name, "Succeeded", "Experiment has succeeded", extra={
+    set_condition(custom, katib.KATIB_EXPERIMENT, name, "Succeeded", "Experiment has succeeded", extra={
         "currentOptimalTrial": {"bestTrialName": f"{name}-trial-b", "parameterAssignments": [
             {"name": "learning_rate", "value": "0.01"}, {"name": "embedding_dim", "value": "16"},
             {"name": "batch_size", "value": "64"}],
@@ -291,7 +293,7 @@ def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_reco
     assert set(records) == {f"{name}-trial-a", f"{name}-trial-b"}
     assert records[f"{name}-trial-a"]["objective"] == 0.91 and records[f"{name}-trial-a"]["status"] == "Succeeded"
     assert records[f"{name}-trial-a"]["seconds"] == 150.0
-    wait_gone(custom, launcher.KATIB_EXPERIMENT, name)
+    wait_gone(custom, katib.KATIB_EXPERIMENT, name)
     for trial in values:
         custom.delete_namespaced_custom_object("kubeflow.org", "v1beta1", NAMESPACE, "trials", f"{name}-{trial}")
 

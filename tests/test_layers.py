@@ -89,3 +89,17 @@ def test_the_document_names_the_layers_this_test_checks():
     assert [name for name, _ in rows] == LAYERS
     for name, folder in rows:
         assert list(ROOT.glob(folder)), (name, folder)  # a folder, or the app's files
+
+
+def test_every_package_folder_is_in_the_wheel():
+    """pyproject.toml lists the packages by hand (components/ and pipelines/ install under slipway.): a folder left
+    out would be missing from the wheel the images install, though it imports fine from this checkout."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = set()
+    for folder, package in FOLDERS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join([package, *relative]))
+    assert found - listed == set()

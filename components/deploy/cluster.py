@@ -26,7 +26,7 @@ def deploy(name: str, model_base: str, push_base: str, version: int, model_dir: 
 
         client = KubeClient()
     namespace = inference_service.namespace(settings)
-    existing = client.get(launcher.KSERVE_INFERENCE_SERVICE.ref(namespace, name))
+    existing = client.get(inference_service.KSERVE_INFERENCE_SERVICE.ref(namespace, name))
     body = inference_service.render(name, namespace, model_base, version, settings, run_id=run_id,
                                     existing=existing)
     print(f"deploy: InferenceService {namespace}/{name} -> version {version} "

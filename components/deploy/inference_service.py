@@ -49,8 +49,29 @@ from slipway.core import launcher
 from slipway.core.cluster import load_settings_object, own_namespace
 from slipway.core.errors import SlipwayError
 
-API_VERSION = f"{launcher.KSERVE_INFERENCE_SERVICE.group}/{launcher.KSERVE_INFERENCE_SERVICE.version}"
-KIND = launcher.KSERVE_INFERENCE_SERVICE.kind
+# KServe v1beta1 InferenceService (v0.20, pkg/apis/serving/v1beta1/inference_service_status.go): Ready aggregates
+# PredictorReady and IngressReady. A model that cannot load shows modelStatus.states.targetModelState FailedToLoad
+# (transitionStatus BlockedByFailedLoad, or InvalidSpec for a spec no runtime serves) and lastFailureInfo {reason,
+# message}: terminal. status.observedGeneration is COPIED from the child (the Knative Service's, or the predictor
+# Deployment's observedGeneration: PropagateStatus / PropagateRawStatus), so it is not comparable with the
+# InferenceService's own generation; a status is fresh once it moved since our write (each deploy changes the
+# predictor's pod template, so the child's generation moves). In RawDeployment a rolling update keeps
+# PredictorReady True from the old pods (reason MinimumReplicasAvailable) until the new ReplicaSet is available
+# (reason NewReplicaSetAvailable): held back until then.
+KSERVE_INFERENCE_SERVICE = launcher.register(launcher.TerminalRule(
+    group="serving.kserve.io", version="v1beta1", plural="inferenceservices", kind="InferenceService",
+    succeeded=(("Ready", "True"),),
+    failed_when=(launcher.StatusMatch("modelStatus.states.targetModelState", ("FailedToLoad",)),
+                 launcher.StatusMatch("modelStatus.transitionStatus", ("BlockedByFailedLoad", "InvalidSpec"))),
+    failure_record="modelStatus.lastFailureInfo",
+    pending=(("PredictorReady", "True", "MinimumReplicasAvailable"),),
+    freshness="observed_change",
+    log_selector={"serving.kserve.io/inferenceservice": "{name}", "component": "predictor"},
+    primary="predictor",
+    goal="Ready",
+))
+API_VERSION = f"{KSERVE_INFERENCE_SERVICE.group}/{KSERVE_INFERENCE_SERVICE.version}"
+KIND = KSERVE_INFERENCE_SERVICE.kind
 MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
 TAG_ROUTING_ANNOTATION = "serving.kserve.io/enable-tag-routing"
 VERSION_KEY = "slipway.dev/model-version"
@@ -405,9 +426,9 @@ def rule_for(body: Mapping[str, Any]) -> launcher.TerminalRule:
     """KServe's rule; for a spec.canary the stable side is unchanged, so success is the named canary being ready."""
     canaries = (body.get("spec") or {}).get("canary") or []
     if not canaries:
-        return launcher.KSERVE_INFERENCE_SERVICE
+        return KSERVE_INFERENCE_SERVICE
     name = canaries[0]["predictor"]["name"]
-    return dataclasses.replace(launcher.KSERVE_INFERENCE_SERVICE, freshness="none",
+    return dataclasses.replace(KSERVE_INFERENCE_SERVICE, freshness="none",
                                required=(launcher.StatusMatch(f"canaryStatuses[name={name}].ready", (True,)),))
 
 

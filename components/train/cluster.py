@@ -1,5 +1,5 @@
 """The train component's kubernetes backend: the same trainer as an MPIJob, created and watched by the shared
-restart-safe launcher (slipway/core/launcher.py), its model copied into the step's Output[Model].
+restart-safe launcher (slipway/core/launcher/), its model copied into the step's Output[Model].
 
 Settings: slipway/core/cluster.py (the component's `cluster` JSON). With a PVC the inputs are copied onto the
 claim first and the model copied back after; with the object store the MPIJob reads KFP's artifact URIs.
@@ -94,7 +94,7 @@ def run(
     print(f"train: MPIJob {body['metadata']['namespace']}/{body['metadata']['name']} with {workers} workers",
           flush=True)
     try:
-        launcher.run(body, client, launcher.MPIJOB, reference, config.timeout_s, poll=poll,
+        launcher.run(body, client, mpijob.MPIJOB, reference, config.timeout_s, poll=poll,
                      delete_policy=config.delete_policy)
         weights = ranks_agree(weights_at, workers * config.slots_per_worker)
     except BaseException:

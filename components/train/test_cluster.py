@@ -15,7 +15,7 @@ from slipway.core import launcher, upstream
 from slipway.core.errors import SlipwayError
 from slipway.render import crd_validator
 
-STATUS = Path(launcher.__file__).with_name("testdata") / "mpijob_succeeded.json"
+STATUS = Path(launcher.__file__).parents[1] / "testdata" / "mpijob_succeeded.json"  # slipway/core/testdata
 
 
 class ExecutingApiServer:

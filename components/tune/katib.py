@@ -25,8 +25,9 @@ Cluster prerequisites: Katib v0.16+; for MPIJob trials the Katib controller must
 (add it to katib-config's trialResources; the default list names only the Training Operator's MPIJob.v1).
 
 run_on_cluster() creates (or re-attaches to) the Experiment through the shared restart-safe launcher
-(slipway/core/launcher.py, rule KATIB_EXPERIMENT: Succeeded / Failed conditions) and turns the final status into
-the SDK-independent result (best_result()). admission_errors() mirrors Katib's admission webhook for the tests.
+(slipway/core/launcher/, with the rule KATIB_EXPERIMENT below: Succeeded / Failed conditions) and turns the final
+status into the SDK-independent result (best_result()). admission_errors() mirrors Katib's admission webhook for the
+tests.
 """
 
 from __future__ import annotations
@@ -47,8 +48,14 @@ from slipway.core.images import TRAINER_IMAGE
 from slipway.core.mpijob import ObjectStore, Pvc, Resources
 from slipway.core.trainer_command import TrainerCommand
 
-API_VERSION = f"{launcher.KATIB_EXPERIMENT.group}/{launcher.KATIB_EXPERIMENT.version}"
-KIND = launcher.KATIB_EXPERIMENT.kind
+# Katib v1beta1 Experiment: Succeeded / Failed conditions; the log worth showing is the best trial's, which the
+# Katib adapter will fetch itself (no single primary pod).
+KATIB_EXPERIMENT = launcher.register(launcher.TerminalRule(
+    group="kubeflow.org", version="v1beta1", plural="experiments", kind="Experiment",
+    succeeded=(("Succeeded", "True"),), failed=(("Failed", "True"),), primary="experiment",
+))
+API_VERSION = f"{KATIB_EXPERIMENT.group}/{KATIB_EXPERIMENT.version}"
+KIND = KATIB_EXPERIMENT.kind
 MAX_NAME_LENGTH = 40  # Katib: trial names are NAME-<8 random chars>, and they name the trial's Job and pods
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -543,7 +550,7 @@ def run_on_cluster(
         client = KubeClient()
     recording = _Recording(client)
     try:
-        final = launcher.run(body, recording, launcher.KATIB_EXPERIMENT, reference_file, timeout_s, poll=poll,
+        final = launcher.run(body, recording, KATIB_EXPERIMENT, reference_file, timeout_s, poll=poll,
                              delete_policy=delete_policy, log_selector={})
     except launcher.Interrupted:
         raise
@@ -567,7 +574,7 @@ def trial_records(search: Mapping[str, Any], client: Any, namespace: str, name: 
     if not hasattr(client, "list"):
         return []
     try:
-        trials = client.list(launcher.KATIB_EXPERIMENT.group, launcher.KATIB_EXPERIMENT.version, "trials",
+        trials = client.list(KATIB_EXPERIMENT.group, KATIB_EXPERIMENT.version, "trials",
                              namespace, {EXPERIMENT_LABEL: name})
     except Exception as exc:  # the search succeeded; its table is a nicety, never a reason to fail the step
         from slipway.core.launcher import describe_api_error

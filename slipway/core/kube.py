@@ -1,8 +1,8 @@
 """The real ResourceClient: namespaced custom objects and pod logs through the official kubernetes client.
 
-Thin on purpose (the launcher's decisions live in launcher.py and are tested there); only the pure helpers below
-are testable without a cluster. Errors propagate as kubernetes.client.exceptions.ApiException or urllib3 errors,
-which the launcher classifies (transient or not).
+Thin on purpose (the launcher's decisions live in slipway/core/launcher/ and are tested in test_launcher.py); only
+the pure helpers below are testable without a cluster. Errors propagate as kubernetes.client.exceptions.ApiException
+or urllib3 errors, which the launcher classifies (transient or not).
 """
 
 from __future__ import annotations

@@ -14,11 +14,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import slipway  # noqa: F401  (environment defaults first)
+from slipway.core import launcher
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
-from slipway.core.launcher import MPIJOB, owner_labels
+from slipway.core.launcher import owner_labels
 from slipway.core.trainer_command import entry_point
 
+# mpi-operator v2beta1 sets Created, Running, Restarting, Suspended, Succeeded and Failed; only the last two end a job.
+MPIJOB = launcher.register(launcher.TerminalRule(
+    group="kubeflow.org", version="v2beta1", plural="mpijobs", kind="MPIJob",
+    succeeded=(("Succeeded", "True"),), failed=(("Failed", "True"),),
+    log_selector={"training.kubeflow.org/job-name": "{name}", "training.kubeflow.org/job-role": "launcher"},
+    primary="launcher",
+))
 API_VERSION = f"{MPIJOB.group}/{MPIJOB.version}"
 ENTRY_POINT = tuple(entry_point("python"))  # the trainer in the pods (slipway/core/trainer_command.py)
 USER_ID = 1000

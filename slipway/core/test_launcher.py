@@ -25,7 +25,9 @@ from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
 import slipway  # noqa: F401
-from slipway.core import kube, launcher, upstream
+from slipway.components.deploy import inference_service
+from slipway.components.tune import katib
+from slipway.core import kube, launcher, mpijob, upstream
 from slipway.core.errors import (
     EXIT_INFRASTRUCTURE_ERROR,
     EXIT_USER_ERROR,
@@ -33,7 +35,10 @@ from slipway.core.errors import (
     PermissionDenied,
     SlipwayError,
 )
-from slipway.core.launcher import KSERVE_INFERENCE_SERVICE, MPIJOB, Poll, ResourceRef, StatusMatch
+from slipway.core.launcher import Poll, ResourceRef, StatusMatch
+
+KSERVE_INFERENCE_SERVICE = inference_service.KSERVE_INFERENCE_SERVICE
+MPIJOB = mpijob.MPIJOB
 
 TESTDATA = Path(__file__).parent / "testdata"
 
@@ -496,13 +501,13 @@ def test_rules_are_data_kserve_ready_and_katib_failed():
         {"type": "Ready", "status": "True", "lastTransitionTime": "2026-07-10T09:00:00Z"},
     ]}}
     not_ready = {"status": {"conditions": [{"type": "Ready", "status": "False", "reason": "RevisionMissing"}]}}
-    assert launcher.KSERVE_INFERENCE_SERVICE.decide(ready)[0] == launcher.SUCCEEDED
-    assert launcher.KSERVE_INFERENCE_SERVICE.decide(not_ready)[0] is None
+    assert inference_service.KSERVE_INFERENCE_SERVICE.decide(ready)[0] == launcher.SUCCEEDED
+    assert inference_service.KSERVE_INFERENCE_SERVICE.decide(not_ready)[0] is None
     failed = {"status": {"conditions": [{"type": "Failed", "status": "True", "reason": "ExperimentMaxFailedTrials",
                                          "message": "Experiment has failed because max failed count has reached"}]}}
-    assert launcher.KATIB_EXPERIMENT.decide(failed) == (
+    assert katib.KATIB_EXPERIMENT.decide(failed) == (
         launcher.FAILED, "Experiment has failed because max failed count has reached (ExperimentMaxFailedTrials)")
-    assert launcher.rule_for("serving.kserve.io/v1beta1", "InferenceService") is launcher.KSERVE_INFERENCE_SERVICE
+    assert launcher.rule_for("serving.kserve.io/v1beta1", "InferenceService") is KSERVE_INFERENCE_SERVICE
 
 
 def test_job_name_is_deterministic_short_and_a_dns_label():
