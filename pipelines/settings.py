@@ -73,9 +73,7 @@ class PipelineInputs:
 
     @classmethod
     def of(cls, pipeline_name: str, parameters: dict[str, Any], **constants: Any) -> PipelineInputs:
-        """From a pipeline function's locals(): a parameter compose() does not know is a bug, caught at import."""
-        # a pipeline function's locals() also holds the KubernetesOptions its closure uses
-        parameters = {k: v for k, v in parameters.items() if not isinstance(v, KubernetesOptions)}
+        """From a pipeline function's arguments: a parameter compose() does not know is a bug, caught at import."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(parameters) - known)
         if unknown:
@@ -83,62 +81,108 @@ class PipelineInputs:
         return cls(pipeline_name=pipeline_name, **parameters, **constants)
 
 
-# What the KFP UI shows beside each run parameter (kfp reads a pipeline's `Args:` docstring into the compiled
-# YAML); one table, because the three pipelines share most parameters.
-PARAMETER_DESCRIPTIONS = {
-    "data": "The input file or folder (on a cluster, a path on the mounted volume).",
-    "label": "The label column (images: the name of the class-id feature).",
-    "module_file": "Path of the module file: preprocessing_fn, build_keras_model, optional hyperparameters() and "
-                   "eval_settings().",
-    "data_format": "auto (detect), csv, parquet, images, cifar10 or tfrecord.",
-    "image_size": "HxW to resize images to; empty keeps the first image's size.",
-    "task": "auto, classification or regression. auto: a string label is classification, numbers with a "
-            "non-integer value regression, integers classification with at most 20 distinct values, else "
-            "regression.",
-    "key": "Column whose hash assigns rows to splits; empty hashes the whole row.",
-    "splits": "Split weights, e.g. train:8,eval:1,test:1.",
-    "schema_file": "A curated schema.pbtxt to validate against; empty infers one from the train split.",
-    "allow_anomalies": "Continue when validation finds anomalies (they are still reported).",
-    "skew_thresholds": "JSON {feature: threshold} for train/eval skew.",
-    "drift_thresholds": "JSON {feature: threshold} for train/eval drift.",
-    "hyperparameters": "JSON hyper-parameters over the module's defaults.",
-    "workers": "Training processes: Horovod ranks when above 1 (MPIJob workers on a cluster).",
-    "checkpoint_dir": "Where per-epoch checkpoints are kept so a rerun resumes; empty: none.",
-    "eval_settings": "JSON slices and thresholds for evaluation; empty uses the module's eval_settings().",
-    "baseline_model": "auto (the latest blessed model of this pipeline), none, or a SavedModel path/URI.",
-    "model_name": "The served model's name (URL /v1/models/NAME; the InferenceService's name on a cluster).",
-    "model_base": "Where model versions are pushed: a folder, s3://bucket/path or pvc://claim/path.",
-    "keep_serving": "Local deploy: leave the model server running after the run.",
-    "serving_port": "Local deploy: port on 127.0.0.1 (0 picks a free one).",
-    "search_spec": "The hyper-parameter search spec (Katib v1beta1 shape) as JSON or YAML text, or a file path.",
-    "trial_hyperparameters": "JSON hyper-parameters for the tuning trials only (e.g. fewer epochs).",
-    "backend": "Where train and tune run: local (in the step's pod) or kubernetes (MPIJob, Katib Experiment).",
-    "cluster": "JSON launcher settings for backend kubernetes: namespace, storage, resources, timeout_s.",
-    "beam_pipeline_args": "Beam options for validate, transform and evaluate, e.g. [\"--runner=FlinkRunner\", "
-                          "\"--flink_master=host:8081\", \"--temp_location=s3://bucket/tmp\"] (a runner whose "
-                          "workers run elsewhere needs --temp_location, an object-store URI they share); empty: "
-                          "Beam's DirectRunner in each step's pod, in process or one worker per core as the row "
-                          "count makes faster.",
-    "object_store_secret": "The Secret whose keys become every step's object-store environment (AWS_*, S3_*).",
-    "lineage_store": "The ML Metadata store: grpc://host:port on a cluster, sqlite:///path locally; empty: none.",
-    "deploy_backend": "local (KServe's model server on loopback), push (only push the version) or kubernetes "
-                      "(a KServe InferenceService).",
-    "deploy_cluster": "JSON settings for deploy_backend kubernetes: namespace, service_account, deployment_mode, "
-                      "canary_traffic_percent, replicas, resources.",
-}
+# Every pipeline parameter, once: its type, its default in each pipeline that takes it, and what the KFP UI shows
+# beside it (kfp reads a pipeline's `Args:` docstring into the compiled YAML). The three pipeline signatures and their
+# docstrings are made from this table (signature(), docstring(); pipelines/training.py).
+REQUIRED = inspect.Parameter.empty
+TABULAR, TABULAR_TUNED, IMAGES = "tabular_pipeline", "tuned_tabular_pipeline", "image_pipeline"
 
 
-def with_parameter_descriptions(func):
-    """Give a pipeline function an `Args:` docstring from PARAMETER_DESCRIPTIONS (kfp turns it into the input
-    descriptions of the compiled YAML); a parameter without a description fails at import."""
-    parameters = list(inspect.signature(func).parameters)
-    missing = [name for name in parameters if name not in PARAMETER_DESCRIPTIONS]
-    if missing:
-        raise TypeError(f"pipeline {func.__name__}: parameters {missing} have no entry in PARAMETER_DESCRIPTIONS")
-    lines = [inspect.cleandoc(func.__doc__ or func.__name__), "", "Args:"]
-    lines += [f"    {name}: {PARAMETER_DESCRIPTIONS[name]}" for name in parameters]
-    func.__doc__ = "\n".join(lines)
-    return func
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: type
+    defaults: dict[str, Any]  # pipeline -> default (REQUIRED: none); a pipeline not listed does not take it
+    description: str
+
+
+PARAMETERS = (
+    Parameter("data", str, {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: REQUIRED},
+              "The input file or folder (on a cluster, a path on the mounted volume)."),
+    Parameter("label", str, {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: "label"},
+              "The label column (images: the name of the class-id feature)."),
+    Parameter("module_file", str, {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: REQUIRED},
+              "Path of the module file: preprocessing_fn, build_keras_model, optional hyperparameters() and "
+              "eval_settings()."),
+    Parameter("search_spec", str, {TABULAR_TUNED: REQUIRED},
+              "The hyper-parameter search spec (Katib v1beta1 shape) as JSON or YAML text, or a file path."),
+    Parameter("trial_hyperparameters", str, {TABULAR_TUNED: '{"epochs": 2}'},
+              "JSON hyper-parameters for the tuning trials only (e.g. fewer epochs)."),
+    Parameter("task", str, {TABULAR: "auto", TABULAR_TUNED: "auto"},
+              "auto, classification or regression. auto: a string label is classification, numbers with a "
+              "non-integer value regression, integers classification with at most 20 distinct values, else "
+              "regression."),
+    Parameter("key", str, {TABULAR: "", TABULAR_TUNED: ""},
+              "Column whose hash assigns rows to splits; empty hashes the whole row."),
+    Parameter("splits", str, {TABULAR: "train:2,eval:1", TABULAR_TUNED: "train:2,eval:1", IMAGES: "train:4,eval:1"},
+              "Split weights, e.g. train:8,eval:1,test:1."),
+    Parameter("data_format", str, {IMAGES: "auto"},
+              "auto (detect), csv, parquet, images, cifar10 or tfrecord."),
+    Parameter("image_size", str, {IMAGES: ""},
+              "HxW to resize images to; empty keeps the first image's size."),
+    Parameter("schema_file", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+              "A curated schema.pbtxt to validate against; empty infers one from the train split."),
+    Parameter("allow_anomalies", bool, {TABULAR: False, TABULAR_TUNED: False, IMAGES: False},
+              "Continue when validation finds anomalies (they are still reported)."),
+    Parameter("skew_thresholds", str, {TABULAR: "{}", TABULAR_TUNED: "{}"},
+              "JSON {feature: threshold} for train/eval skew."),
+    Parameter("drift_thresholds", str, {TABULAR: "{}", TABULAR_TUNED: "{}"},
+              "JSON {feature: threshold} for train/eval drift."),
+    Parameter("hyperparameters", str, {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
+              "JSON hyper-parameters over the module's defaults."),
+    Parameter("workers", int, {TABULAR: 1, TABULAR_TUNED: 1, IMAGES: 2},
+              "Training processes: Horovod ranks when above 1 (MPIJob workers on a cluster)."),
+    Parameter("checkpoint_dir", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+              "Where per-epoch checkpoints are kept so a rerun resumes; empty: none."),
+    Parameter("eval_settings", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+              "JSON slices and thresholds for evaluation; empty uses the module's eval_settings()."),
+    Parameter("baseline_model", str, {TABULAR: "auto", TABULAR_TUNED: "auto", IMAGES: "auto"},
+              "auto (the latest blessed model of this pipeline), none, or a SavedModel path/URI."),
+    Parameter("model_name", str, {TABULAR: "tabular-model", TABULAR_TUNED: "tabular-model", IMAGES: "image-model"},
+              "The served model's name (URL /v1/models/NAME; the InferenceService's name on a cluster)."),
+    Parameter("model_base", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+              "Where model versions are pushed: a folder, s3://bucket/path or pvc://claim/path."),
+    Parameter("keep_serving", bool, {TABULAR: False, TABULAR_TUNED: False, IMAGES: False},
+              "Local deploy: leave the model server running after the run."),
+    Parameter("serving_port", int, {TABULAR: 0, TABULAR_TUNED: 0, IMAGES: 0},
+              "Local deploy: port on 127.0.0.1 (0 picks a free one)."),
+    Parameter("backend", str, {TABULAR: "local", TABULAR_TUNED: "local", IMAGES: "local"},
+              "Where train and tune run: local (in the step's pod) or kubernetes (MPIJob, Katib Experiment)."),
+    Parameter("cluster", str, {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
+              "JSON launcher settings for backend kubernetes: namespace, storage, resources, timeout_s."),
+    Parameter("beam_pipeline_args", list, {TABULAR: [], TABULAR_TUNED: [], IMAGES: []},
+              'Beam options for validate, transform and evaluate, e.g. ["--runner=FlinkRunner", '
+              '"--flink_master=host:8081", "--temp_location=s3://bucket/tmp"] (a runner whose workers run elsewhere'
+              " needs --temp_location, an object-store URI they share); empty: Beam's DirectRunner in each step's "
+              "pod, in process or one worker per core as the row count makes faster."),
+    Parameter("object_store_secret", str,
+              {TABULAR: OBJECT_STORE_SECRET, TABULAR_TUNED: OBJECT_STORE_SECRET, IMAGES: OBJECT_STORE_SECRET},
+              "The Secret whose keys become every step's object-store environment (AWS_*, S3_*)."),
+    Parameter("lineage_store", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+              "The ML Metadata store: grpc://host:port on a cluster, sqlite:///path locally; empty: none."),
+    Parameter("deploy_backend", str, {TABULAR: "local", TABULAR_TUNED: "local", IMAGES: "local"},
+              "local (KServe's model server on loopback), push (only push the version) or kubernetes (a KServe "
+              "InferenceService)."),
+    Parameter("deploy_cluster", str, {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
+              "JSON settings for deploy_backend kubernetes: namespace, service_account, deployment_mode, "
+              "canary_traffic_percent, replicas, resources."),
+)
+PARAMETER_DESCRIPTIONS = {parameter.name: parameter.description for parameter in PARAMETERS}
+
+
+def signature(pipeline: str) -> inspect.Signature:
+    """The pipeline function's signature: its parameters in table order, those without a default first."""
+    taken = [p for p in PARAMETERS if pipeline in p.defaults]
+    ordered = [p for p in taken if p.defaults[pipeline] is REQUIRED] + \
+        [p for p in taken if p.defaults[pipeline] is not REQUIRED]
+    return inspect.Signature([inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=p.type,
+                                                default=p.defaults[pipeline]) for p in ordered])
+
+
+def docstring(summary: str, parameters: list[str]) -> str:
+    """An `Args:` docstring for these parameters (kfp turns it into the input descriptions of the compiled YAML)."""
+    lines = [summary, "", "Args:"] + [f"    {name}: {PARAMETER_DESCRIPTIONS[name]}" for name in parameters]
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)

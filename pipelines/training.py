@@ -23,13 +23,8 @@ from slipway.components import (
     ValidateOp,
 )
 from slipway.core.images import TRAINER_IMAGE
-from slipway.pipelines.settings import (
-    OBJECT_STORE_SECRET,
-    KubernetesOptions,
-    PipelineInputs,
-    apply_kubernetes_options,
-    with_parameter_descriptions,
-)
+from slipway.pipelines import settings
+from slipway.pipelines.settings import KubernetesOptions, PipelineInputs, apply_kubernetes_options
 
 TABULAR = "slipway-tabular"
 TABULAR_TUNED = "slipway-tabular-tuned"
@@ -88,116 +83,34 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
     ).set_caching_options(False))  # a deployment is a side effect, never a cached result
 
 
+DESCRIPTIONS = {
+    settings.TABULAR: (TABULAR, "CSV/Parquet to a blessed TensorFlow model served by KServe, with lineage."),
+    settings.TABULAR_TUNED: (TABULAR_TUNED, "The tabular pipeline with a hyper-parameter search (Katib spec) feeding "
+                                            "the train step."),
+    settings.IMAGES: (IMAGES, "Class-per-folder JPEG/PNG or CIFAR-10 batches to a blessed CNN trained with Horovod "
+                              "ranks, served."),
+}
+
+
 def build(options: KubernetesOptions | None = None) -> dict:
     """The three pipelines with these Kubernetes options, by their names here (each compiles to pipelines/NAME.yaml)."""
     options = options or KubernetesOptions()
+    return {key: _pipeline(key, options) for key in DESCRIPTIONS}
 
-    @dsl.pipeline(name=TABULAR,
-                  description="CSV/Parquet to a blessed TensorFlow model served by KServe, with lineage.")
-    @with_parameter_descriptions
-    def tabular_pipeline(
-        data: str,
-        label: str,
-        module_file: str,
-        task: str = "auto",
-        key: str = "",
-        splits: str = "train:2,eval:1",
-        schema_file: str = "",
-        allow_anomalies: bool = False,
-        skew_thresholds: str = "{}",
-        drift_thresholds: str = "{}",
-        hyperparameters: str = "{}",
-        workers: int = 1,
-        checkpoint_dir: str = "",
-        eval_settings: str = "",
-        baseline_model: str = "auto",
-        model_name: str = "tabular-model",
-        model_base: str = "",
-        keep_serving: bool = False,
-        serving_port: int = 0,
-        backend: str = "local",
-        cluster: str = "{}",
-        beam_pipeline_args: list = [],  # noqa: B006  (kfp writes the default into the spec; nothing mutates it)
-        object_store_secret: str = OBJECT_STORE_SECRET,
-        lineage_store: str = "",
-        deploy_backend: str = "local",
-        deploy_cluster: str = "{}",
-    ):
-        compose(PipelineInputs.of(TABULAR, locals()), options)
 
-    @dsl.pipeline(
-        name=TABULAR_TUNED,
-        description="The tabular pipeline with a hyper-parameter search (Katib spec) feeding the train step.",
-    )
-    @with_parameter_descriptions
-    def tuned_tabular_pipeline(
-        data: str,
-        label: str,
-        module_file: str,
-        search_spec: str,
-        trial_hyperparameters: str = '{"epochs": 2}',
-        task: str = "auto",
-        key: str = "",
-        splits: str = "train:2,eval:1",
-        schema_file: str = "",
-        allow_anomalies: bool = False,
-        skew_thresholds: str = "{}",
-        drift_thresholds: str = "{}",
-        hyperparameters: str = "{}",
-        workers: int = 1,
-        checkpoint_dir: str = "",
-        eval_settings: str = "",
-        baseline_model: str = "auto",
-        model_name: str = "tabular-model",
-        model_base: str = "",
-        keep_serving: bool = False,
-        serving_port: int = 0,
-        backend: str = "local",
-        cluster: str = "{}",
-        beam_pipeline_args: list = [],  # noqa: B006  (kfp writes the default into the spec; nothing mutates it)
-        object_store_secret: str = OBJECT_STORE_SECRET,
-        lineage_store: str = "",
-        deploy_backend: str = "local",
-        deploy_cluster: str = "{}",
-    ):
-        compose(PipelineInputs.of(TABULAR_TUNED, locals()), options)
+def _pipeline(key: str, options: KubernetesOptions):
+    """One pipeline function: its signature and `Args:` from settings.PARAMETERS, its body compose()."""
+    name, description = DESCRIPTIONS[key]
+    signature = settings.signature(key)
 
-    @dsl.pipeline(
-        name=IMAGES,
-        description="Class-per-folder JPEG/PNG or CIFAR-10 batches to a blessed CNN trained with Horovod ranks, "
-                    "served.",
-    )
-    @with_parameter_descriptions
-    def image_pipeline(
-        data: str,
-        module_file: str,
-        label: str = "label",
-        splits: str = "train:4,eval:1",
-        data_format: str = "auto",
-        image_size: str = "",
-        schema_file: str = "",
-        allow_anomalies: bool = False,
-        hyperparameters: str = "{}",
-        workers: int = 2,
-        checkpoint_dir: str = "",
-        eval_settings: str = "",
-        baseline_model: str = "auto",
-        model_name: str = "image-model",
-        model_base: str = "",
-        keep_serving: bool = False,
-        serving_port: int = 0,
-        backend: str = "local",
-        cluster: str = "{}",
-        beam_pipeline_args: list = [],  # noqa: B006  (kfp writes the default into the spec; nothing mutates it)
-        object_store_secret: str = OBJECT_STORE_SECRET,
-        lineage_store: str = "",
-        deploy_backend: str = "local",
-        deploy_cluster: str = "{}",
-    ):
-        compose(PipelineInputs.of(IMAGES, locals()), options)
+    def pipeline(*args, **kwargs):
+        compose(PipelineInputs.of(name, dict(signature.bind(*args, **kwargs).arguments)), options)
 
-    return {"tabular_pipeline": tabular_pipeline, "tuned_tabular_pipeline": tuned_tabular_pipeline,
-            "image_pipeline": image_pipeline}
+    pipeline.__name__ = pipeline.__qualname__ = key
+    pipeline.__signature__ = signature
+    pipeline.__annotations__ = {p.name: p.annotation for p in signature.parameters.values()}
+    pipeline.__doc__ = settings.docstring(key, list(signature.parameters))
+    return dsl.pipeline(name=name, description=description)(pipeline)
 
 
 PIPELINES = build()

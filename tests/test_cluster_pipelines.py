@@ -3,6 +3,7 @@ kfp-kubernetes, and no credential in any compiled file however the compiling env
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -109,6 +110,26 @@ def test_bad_kubernetes_options_are_one_line_errors_naming_the_file(tmp_path: Pa
     path.write_text(content)
     with pytest.raises(SlipwayError, match=rf"^kubernetes options {path}: {message}"):
         KubernetesOptions.load(path)
+
+
+def test_every_parameter_is_spelled_once_and_reaches_compose():
+    """settings.PARAMETERS makes the three signatures: each parameter is a PipelineInputs field, and each compiled
+    pipeline takes exactly the parameters the table gives it, with the table's defaults and descriptions."""
+    import yaml
+
+    from slipway.pipelines import settings
+
+    fields_ = {f.name for f in dataclasses.fields(PipelineInputs)}
+    assert {p.name for p in settings.PARAMETERS} <= fields_
+    for key in (settings.TABULAR, settings.TABULAR_TUNED, settings.IMAGES):
+        spec = next(yaml.safe_load_all((ROOT / "pipelines" / f"{key}.yaml").read_text()))  # then platform config
+        inputs = spec["root"]["inputDefinitions"]["parameters"]
+        taken = {p.name: p for p in settings.PARAMETERS if key in p.defaults}
+        assert set(inputs) == set(taken), key
+        for name, parameter in taken.items():
+            assert inputs[name]["description"] == parameter.description, (key, name)
+            default = parameter.defaults[key]
+            assert inputs[name].get("defaultValue", settings.REQUIRED) == default, (key, name)
 
 
 def test_compose_takes_one_settings_object_and_rejects_unknown_parameters():
