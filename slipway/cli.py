@@ -166,7 +166,10 @@ def _run(args) -> int:
     # a malformed value, or a remote runner without the scratch URI its workers share, is refused before any step
     beam_pipeline_args = beam.parse_args(args.beam_pipeline_args, name="--beam-pipeline-args")
     beam_storage.check(beam_pipeline_args, name="--beam-pipeline-args")
-    workers = args.workers if args.workers is not None else (2 if images else 1)
+    from slipway.pipelines import settings  # the parameters' table, without kfp
+
+    pipeline_key = settings.IMAGES if images else settings.TABULAR_TUNED if args.tune else settings.TABULAR
+    workers = args.workers if args.workers is not None else settings.default(pipeline_key, "workers")
     if workers < 1:
         raise SlipwayError(f"--workers {workers}: must be at least 1")
     if args.tune and images:
@@ -177,7 +180,7 @@ def _run(args) -> int:
         "data": str(data.resolve()),
         "label": label,
         "module_file": str(module.resolve()),
-        "splits": args.splits or ("train:4,eval:1" if images else "train:2,eval:1"),
+        "splits": args.splits or settings.default(pipeline_key, "splits"),
         "schema_file": str(Path(args.schema).resolve()) if args.schema else "",
         "allow_anomalies": args.allow_anomalies,
         "hyperparameters": args.hparams,
@@ -211,8 +214,7 @@ def _run(args) -> int:
         arguments.update(search_spec=json.dumps(spec), trial_hyperparameters=args.trial_hparams)
     from slipway.pipelines import training
 
-    pipeline = training.tuned_tabular_pipeline if args.tune else training.image_pipeline if images else (
-        training.tabular_pipeline)
+    pipeline = training.PIPELINES[pipeline_key]
     arguments["checkpoint_dir"] = str(workdir / "checkpoints" / pipeline.name)
     from slipway.console import native_stderr_silenced
     from slipway.core.modules import check_pipeline_module
