@@ -56,8 +56,6 @@ def evaluate(
     import shutil
 
     from slipway.components.evaluate import executor
-    from slipway.core.errors import SlipwayError
-    from slipway.core.modules import load_module, optional_dict
     from slipway.core.step import Step
 
     params = {"settings": settings, "baseline_model": baseline_model, "split": split, "module_file": module_file,
@@ -67,19 +65,11 @@ def evaluate(
         step.input("examples", "Examples", examples)
         if baseline_model:
             step.input("baseline_model", "Model", baseline_model)
-        if settings:
-            try:
-                eval_settings = json.loads(settings)
-            except json.JSONDecodeError as exc:
-                raise SlipwayError(f"settings: not valid JSON ({exc.msg} at position {exc.pos})") from None
-        elif module_file:
+        if module_file and not settings:
             step.input_file("module_file", "ModuleFile", module_file)
-            eval_settings = optional_dict(load_module(module_file), "eval_settings")
-        else:
-            eval_settings = {}
         result = executor.run(
-            model.path, examples.path, evaluation.path, blessing.path, eval_settings, baseline_model, split,
-            beam_pipeline_args=beam_pipeline_args,
+            model.path, examples.path, evaluation.path, blessing.path, executor.settings_of(settings, module_file),
+            baseline_model, split, beam_pipeline_args=beam_pipeline_args,
         )
         for name, value in result["metrics"].items():
             if isinstance(value, int | float):

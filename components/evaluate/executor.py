@@ -83,6 +83,21 @@ LOWER_IS_BETTER = {"mean_absolute_error", "mean_squared_error", "root_mean_squar
                    "mean_absolute_percentage_error"}
 
 
+def settings_of(settings: str, module_file: str = "") -> dict:
+    """The evaluation settings a step runs with: its `settings` JSON text when given, else the module file's
+    eval_settings() (optional), else none."""
+    if settings:
+        try:
+            return json.loads(settings)
+        except json.JSONDecodeError as exc:
+            raise SlipwayError(f"settings: not valid JSON ({exc.msg} at position {exc.pos})") from None
+    if module_file:
+        from slipway.core.modules import load_module, optional_dict
+
+        return optional_dict(load_module(module_file), "eval_settings")
+    return {}
+
+
 def run(
     model_dir: str,
     examples_dir: str,

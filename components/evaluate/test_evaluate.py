@@ -17,7 +17,7 @@ import pytest
 
 import slipway  # noqa: F401
 from components.evaluate import report
-from components.evaluate.executor import run
+from components.evaluate.executor import run, settings_of
 from slipway.core.errors import SlipwayError
 from slipway.core.testing import write_examples
 
@@ -388,3 +388,13 @@ def test_the_portable_runner_on_a_job_server_evaluates_as_in_process(world, good
     portable = ["--runner=PortableRunner", f"--job_endpoint={beam_job_endpoint}", "--environment_type=LOOPBACK"]
     result = _evaluated_on(world, good_run, "portable", portable)
     assert result["beam"] == {"runner": "PortableRunner", "workers": None, "mode": "", "batch_size": 1000}
+
+
+def test_the_settings_are_the_json_given_else_the_modules_else_none(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text("def eval_settings():\n    return {'thresholds': {'auc': {'lower_bound': 0.6}}}\n")
+    assert settings_of('{"slices": []}', str(module)) == {"slices": []}  # the JSON wins
+    assert settings_of("", str(module)) == {"thresholds": {"auc": {"lower_bound": 0.6}}}
+    assert settings_of("", "") == {}
+    with pytest.raises(SlipwayError, match=r"^settings: not valid JSON \(Expecting value at position 0\)$"):
+        settings_of("thresholds", "")
