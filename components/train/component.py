@@ -53,7 +53,6 @@ def train(
             {"backend": "local"} otherwise.
     """
     from slipway.components.train import executor
-    from slipway.core.errors import SlipwayError
     from slipway.core.launcher import remote_job_reference
     from slipway.core.step import Step
 
@@ -63,20 +62,8 @@ def train(
         step.input("transformed_examples", "Examples", transformed_examples)
         step.input("transform_graph", "TransformGraph", transform_graph)
         step.input_file("module_file", "ModuleFile", module_file)
-        if backend == "local":
-            meta = executor.run(
-                transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path,
-                hyperparameters, workers=workers, checkpoint_dir=checkpoint_dir,
-            )
-        elif backend == "kubernetes":
-            from slipway.components.train import cluster as cluster_backend
-
-            hparams = executor.resolve_hyperparameters(executor.load_user_module(module_file), hyperparameters)
-            config = cluster_backend.parse_config(cluster, default_image=trainer_image)
-            meta = cluster_backend.run(transformed_examples, transform_graph, module_file, model, tensorboard,
-                                       hparams, workers, checkpoint_dir, config, reference_file=remote_job.path)
-        else:
-            raise SlipwayError(f"backend {backend!r}: expected local or kubernetes")
+        meta = executor.run_on(backend, transformed_examples, transform_graph, module_file, model, tensorboard,
+                               hyperparameters, workers, checkpoint_dir, cluster, trainer_image, remote_job.path)
         step.output("model", "Model", model, meta)
         step.output("tensorboard", "TensorBoardLogs", tensorboard)
         remote_job_reference(remote_job, backend)

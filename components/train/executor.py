@@ -35,6 +35,25 @@ MODEL_META = "model_meta.json"
 LOG_TAIL_LINES = 30
 
 
+def run_on(backend: str, transformed_examples, transform_graph, module_file: str, model, tensorboard,
+           hyperparameters: dict | str | None, workers: int, checkpoint_dir: str, cluster: str,
+           trainer_image: str, reference_file: str) -> dict:
+    """Train where `backend` says, given the step's KFP artifacts: "local" in this process (run), "kubernetes" as
+    an MPIJob through the launcher (cluster.run; cluster: its JSON settings, trainer_image the default image,
+    reference_file where the MPIJob's reference is kept for a restarted step)."""
+    if backend == "local":
+        return run(transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path,
+                   hyperparameters, workers=workers, checkpoint_dir=checkpoint_dir)
+    if backend == "kubernetes":
+        from slipway.components.train import cluster as cluster_backend
+
+        hparams = resolve_hyperparameters(load_user_module(module_file), hyperparameters)
+        config = cluster_backend.parse_config(cluster, default_image=trainer_image)
+        return cluster_backend.run(transformed_examples, transform_graph, module_file, model, tensorboard, hparams,
+                                   workers, checkpoint_dir, config, reference_file=reference_file)
+    raise SlipwayError(f"backend {backend!r}: expected local or kubernetes")
+
+
 def run(
     transformed_examples_dir: str,
     transform_graph_dir: str,

@@ -239,3 +239,10 @@ def test_a_stop_signal_during_horovod_ends_every_rank_in_one_line():
     with pytest.raises(ProcessLookupError):
         os.killpg(ranks.pid, 0)  # the whole group is gone
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_an_unknown_backend_is_one_line_before_anything_runs(tmp_path):
+    from slipway.components.train.executor import run_on
+
+    with pytest.raises(SlipwayError, match=r"^backend 'slurm': expected local or kubernetes$"):
+        run_on("slurm", None, None, str(tmp_path / "m.py"), None, None, "{}", 1, "", "{}", "", "")
