@@ -234,7 +234,8 @@ def test_slipway_run_hands_the_beam_steps_to_the_remote_runner(world, tmp_path):
     for step in ("validate", "transform", "evaluate"):
         assert f"{step} " in done.stdout
     assert done.stdout.count("on Beam PortableRunner (from --beam-pipeline-args)") == 3, done.stdout
-    assert "validate copied " in done.stdout  # a local run's inputs go to the object store for the workers
+    validate_log = Path(summary["steps"]["validate"]["log"]).read_text()
+    assert "validate copied " in validate_log  # a local run's inputs go to the object store for the workers
     assert _bucket_keys(world["env"], "beam-tmp/") == []
 
 
