@@ -189,8 +189,7 @@ evictionHard: {memory.available: 200Mi, nodefs.available: 2%, imagefs.available:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
-    start_daemon kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
-        --root-dir "$STATE/kubelet" --hostname-override "$NODE" --node-ip "$GATEWAY"
+    start_kubelet
     cat > "$STATE/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
@@ -209,9 +208,25 @@ EOF
         --ca "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key"
 }
 
+start_kubelet() {
+    start_daemon kubelet "$BIN/kubelet" --config "$STATE/kubelet.yaml" --kubeconfig "$STATE/kubelet.kubeconfig" \
+        --root-dir "$STATE/kubelet" --hostname-override "$NODE" --node-ip "$GATEWAY"
+}
+
+node_ready() {
+    # kubelet exits at once when containerd answers but its CRI is still initializing ("server is not initialized
+    # yet", seen on a busy machine): start it again, keeping the log of the try that exited.
+    if ! running kubelet; then
+        cat "$RUN/kubelet.log" >> "$RUN/kubelet-exited.log"
+        start_kubelet
+        return 1
+    fi
+    kubectl --kubeconfig "$STATE/admin.kubeconfig" get node "$NODE" \
+        -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -qx True
+}
+
 wait_node_ready() {
-    wait_for "kubelet" 120 sh -c "kubectl --kubeconfig '$STATE/admin.kubeconfig' get node '$NODE' \
-        -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+    wait_for "kubelet" 120 node_ready
     # The DNS Service's ClusterIP, answered by dns.py on the bridge address
     kubectl_admin apply -f - >/dev/null <<EOF
 apiVersion: v1
