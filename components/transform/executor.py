@@ -225,7 +225,7 @@ def run(
             paths.collect(graph_written, graph_out)
             _settle_graph(schema, graph_out)
             data_written = paths.output(data_out, "transformed-examples")
-            _transform_splits(schema, paths.folder(examples_dir), splits, paths.folder(graph_out), data_written,
+            _transform_splits(schema, paths.folder(examples_dir), splits, paths.written(graph_out), data_written,
                               temp_root, beam_choice.args)
             paths.collect(data_written, data_out)
         for split in splits:

@@ -100,18 +100,25 @@ class WorkerPaths:
             shutil.rmtree(self.root, ignore_errors=True)
 
     def folder(self, local: str | os.PathLike) -> str:
-        """The path the workers read a whole input folder (examples, a model) by."""
+        """The path the workers read a whole input folder (examples, a model) by: on KFP the artifact's own URI."""
         local = str(local)
         if not self.shared or storage.is_remote(local):
             return storage.s3_uri(local)
         if local not in self._inputs:
-            uri = uri_of_kfp_path(local)
-            if uri is None:
-                uri = f"{self.root}/inputs/{len(self._inputs)}-{Path(local).name}"
-                count = storage.copy_tree(local, uri)
-                progress.say(f"{self.step} copied {local} ({count} files) to {uri} for the runner's workers")
-            self._inputs[local] = uri
+            self._inputs[local] = uri_of_kfp_path(local) or self._copied(local)
         return self._inputs[local]
+
+    def written(self, local: str | os.PathLike) -> str:
+        """The path the workers read a folder this step wrote by (not yet in the object store, even under KFP's
+        artifact paths: the launcher uploads outputs only when the step ends); copied to the scratch folder."""
+        return self._copied(str(local)) if self.shared else str(local)
+
+    def _copied(self, local: str) -> str:
+        uri = f"{self.root}/inputs/{len(self._inputs)}-{Path(local).name}"
+        count = storage.copy_tree(local, uri)
+        progress.say(f"{self.step} copied {local} ({count} files) to {uri} for the runner's workers")
+        self._inputs[f"copy of {local}"] = uri
+        return uri
 
     def file(self, local: str | os.PathLike, folder: str | os.PathLike) -> str:
         """The path the workers read `local`, a file under the input folder `folder`, by."""

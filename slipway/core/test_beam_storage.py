@@ -115,3 +115,21 @@ def test_the_worker_maps_the_object_store_settings_for_boto3():
     mine = {"S3_ENDPOINT": "http://a:1", "AWS_ENDPOINT_URL_S3": "http://b:2"}
     beam_worker.prepare(mine)
     assert mine["AWS_ENDPOINT_URL_S3"] == "http://b:2"  # what the user set wins
+
+
+def test_a_folder_this_step_wrote_is_copied_even_under_kfp_artifact_paths(tmp_path, loopback_s3_env, monkeypatch):
+    """On KFP an input under /minio/... is already at its URI; a folder the step itself wrote there (a staged output)
+    is not, until the launcher uploads it after the step: the workers get a copy (seen on the real-KFP tier)."""
+    graph = tmp_path / "graph"
+    graph.mkdir()
+    (graph / "saved_model.pb").write_bytes(b"graph")
+    monkeypatch.setattr(beam_storage, "uri_of_kfp_path", lambda path: "s3://slipway-test/kfp/artifact")
+    args = [*REMOTE, "--temp_location=s3://slipway-test/beam-tmp"]
+    with environment(loopback_s3_env), \
+            beam_storage.WorkerPaths(beam.choose("transform", args, 10), "transform") as paths:
+        assert paths.folder(graph) == "s3://slipway-test/kfp/artifact"
+        copy = paths.written(graph)
+        assert copy.startswith(f"{paths.root}/inputs/")
+        import tensorflow as tf
+
+        assert tf.io.gfile.GFile(f"{copy}/saved_model.pb", "rb").read() == b"graph"
