@@ -78,7 +78,8 @@ class WorkerPaths:
     def __init__(self, choice: beam.BeamChoice, step: str):
         self.shared = not workers_share_files(choice)
         self.step = step
-        self._inputs: dict[str, str] = {}
+        self._inputs: dict[str, str] = {}  # a local input folder -> the URI the workers read it by
+        self._copies = 0
         if self.shared:
             check(choice.args)
             from slipway.core import beam_worker
@@ -114,10 +115,10 @@ class WorkerPaths:
         return self._copied(str(local)) if self.shared else str(local)
 
     def _copied(self, local: str) -> str:
-        uri = f"{self.root}/inputs/{len(self._inputs)}-{Path(local).name}"
+        uri = f"{self.root}/inputs/{self._copies}-{Path(local).name}"
+        self._copies += 1
         count = storage.copy_tree(local, uri)
         progress.say(f"{self.step} copied {local} ({count} files) to {uri} for the runner's workers")
-        self._inputs[f"copy of {local}"] = uri
         return uri
 
     def file(self, local: str | os.PathLike, folder: str | os.PathLike) -> str:
