@@ -167,7 +167,7 @@ PARAMETERS = (
               "JSON settings for deploy_backend kubernetes: namespace, service_account, deployment_mode, "
               "canary_traffic_percent, replicas, resources."),
 )
-PARAMETER_DESCRIPTIONS = {parameter.name: parameter.description for parameter in PARAMETERS}
+BY_NAME = {parameter.name: parameter for parameter in PARAMETERS}
 
 
 def signature(pipeline: str) -> inspect.Signature:
@@ -181,7 +181,7 @@ def signature(pipeline: str) -> inspect.Signature:
 
 def default(pipeline: str, name: str) -> Any:
     """The parameter's default in that pipeline (KeyError: the pipeline does not take it or has no default)."""
-    value = next(p for p in PARAMETERS if p.name == name).defaults[pipeline]
+    value = BY_NAME[name].defaults[pipeline]
     if value is REQUIRED:
         raise KeyError(f"{pipeline}: {name} has no default")
     return value
@@ -189,7 +189,7 @@ def default(pipeline: str, name: str) -> Any:
 
 def docstring(summary: str, parameters: list[str]) -> str:
     """An `Args:` docstring for these parameters (kfp turns it into the input descriptions of the compiled YAML)."""
-    lines = [summary, "", "Args:"] + [f"    {name}: {PARAMETER_DESCRIPTIONS[name]}" for name in parameters]
+    lines = [summary, "", "Args:"] + [f"    {name}: {BY_NAME[name].description}" for name in parameters]
     return "\n".join(lines)
 
 

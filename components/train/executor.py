@@ -24,7 +24,7 @@ from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 
-# also executor's own API: components/train/component.py calls executor.resolve_hyperparameters / load_user_module
+# run and run_on resolve the hyper-parameters with these (test_model_module checks executor re-exports them)
 from slipway.components.train.model_module import load_user_module, resolve_hyperparameters
 from slipway.core import lifecycle
 from slipway.core.artifacts import read_json, staged_output

@@ -50,16 +50,22 @@ def check(args: list[str], name: str = "") -> None:
     """A remote runner's arguments name the scratch URI its workers share: fails in one line otherwise (called when
     the arguments are parsed, before any step runs)."""
     choice = beam.choose("", args, None, cores=1)
-    if workers_share_files(choice):
-        return
+    if not workers_share_files(choice):
+        _scratch_location(choice, name)
+
+
+def _scratch_location(choice: beam.BeamChoice, name: str = "") -> str:
+    """The --temp_location of a runner whose workers run elsewhere; one line naming the input when it is missing
+    or not an object-store URI."""
     name = name or option_name(beam.PARAMETER)
-    location = beam.flag_values(args).get("temp_location", "")
+    location = beam.flag_values(choice.args).get("temp_location", "")
     if not location:
         raise SlipwayError(f"{name}: --runner={choice.runner} runs its workers where this step's files are not: "
                            "add --temp_location=s3://BUCKET/PATH (the scratch space the workers and the step share)")
     if not location.startswith(SCRATCH_SCHEMES):
         raise SlipwayError(f"{name}: --temp_location={location}: must be an object-store URI (s3://BUCKET/PATH or "
                            "gs://BUCKET/PATH) that the runner's workers can reach")
+    return location
 
 
 def uri_of_kfp_path(path: str | os.PathLike) -> str | None:
@@ -81,11 +87,10 @@ class WorkerPaths:
         self._inputs: dict[str, str] = {}  # a local input folder -> the URI the workers read it by
         self._copies = 0
         if self.shared:
-            check(choice.args)
+            location = _scratch_location(choice).rstrip("/")
             from slipway.core import beam_worker
 
             beam_worker.prepare()  # this process writes and reads the same URIs as the workers
-            location = beam.flag_values(choice.args)["temp_location"].rstrip("/")
             self.root = f"{location}/slipway-{step}-{uuid.uuid4().hex[:12]}"
             storage.ensure_filesystems(self.root)
         else:

@@ -41,6 +41,7 @@ log = logging.getLogger("slipway.launcher")
 DELETE_POLICIES = ("always", "on_success", "never")
 ON_EXISTS = ("attach", "update")
 
+
 class Interrupted(SlipwayError):
     """SIGTERM or SIGINT arrived while waiting; the remote object was deleted (or rolled back)."""
 
