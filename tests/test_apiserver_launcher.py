@@ -125,7 +125,6 @@ def trial_settings(name: str):
 
 
 def experiment_body(name: str) -> dict:
-
     return katib.render_experiment(SEARCH_SPEC, name, NAMESPACE, trial_settings(name))
 
 
