@@ -253,20 +253,63 @@ SEARCH = {"objective": {"type": "maximize", "objectiveMetricName": "val_binary_a
 TUNED_PARAMS = {**TAXI_PARAMS, "backend": "kubernetes", "cluster": json.dumps({**MPI_CLUSTER, "timeout_s": 1500})}
 
 
+class KubectlStream:
+    """Every version of one kind's objects as the API server's watch delivers them (kubectl get --watch), kept by
+    name: unlike a poll, it cannot miss the last state of an object the launcher deletes right after reading it."""
+
+    def __init__(self, kfp: Kfp, kind: str):
+        self.seen: dict[str, dict] = {}
+        self.process = subprocess.Popen(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", NAMESPACE, "get", kind,
+                                         "--watch", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        decoder, buffer = json.JSONDecoder(), ""
+        for line in self.process.stdout:
+            buffer += line
+            with contextlib.suppress(json.JSONDecodeError):  # an object spans many lines: decode once it is whole
+                item, end = decoder.raw_decode(buffer.strip())
+                self.seen[item["metadata"]["name"]] = item
+                buffer = buffer.strip()[end:]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.thread.join(timeout=30)
+
+
 class KatibWatch(MpiWatch):
-    """MpiWatch plus Katib's objects: the Experiments, their Trials and the trials' pods, and what Katib's database
-    holds for each trial (deleted with the trial), read every second."""
+    """MpiWatch plus Katib's objects: the Experiments and their Trials (streamed, so their final states are kept
+    though the launcher deletes them once finished), the trials' pods, and what Katib's database holds for each
+    trial (deleted with the trial), read every second."""
 
     def __init__(self, kfp: Kfp):
         super().__init__(kfp)
-        self.experiments, self.trials, self.trial_pods = {}, {}, {}
+        self.trial_pods: dict[str, dict] = {}
         self.observations: dict[str, dict[str, list[float]]] = {}
+        self.streams: dict[str, KubectlStream] = {}
+
+    def __enter__(self) -> KatibWatch:
+        self.streams = {kind: KubectlStream(self.kfp, kind) for kind in ("experiments", "trials")}
+        return super().__enter__()
+
+    def __exit__(self, *failure) -> None:
+        super().__exit__(*failure)
+        for stream in self.streams.values():
+            stream.stop()
+
+    @property
+    def experiments(self) -> dict[str, dict]:
+        return self.streams["experiments"].seen
+
+    @property
+    def trials(self) -> dict[str, dict]:
+        return self.streams["trials"].seen
 
     def _watch(self) -> None:
         while not self.stopping.wait(1):
-            for kind, seen in (("experiments", self.experiments), ("trials", self.trials)):
-                for item in self._get(kind):
-                    seen[item["metadata"]["name"]] = item
             for pod in self._get("pods", "-l", TRIAL_LABEL):
                 self.trial_pods[pod["metadata"]["name"]] = pod
             for job in self._get("mpijobs"):
