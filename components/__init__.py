@@ -10,24 +10,18 @@ as in Google Cloud Pipeline Components, because slipway.components.<name> is the
 
 import importlib
 
+# Every component, once, in the order a pipeline runs them: each is the package slipway.components.<name> with its
+# component.py (the KFP function <name>), step.py and executor.py.
+COMPONENTS = ("ingest", "validate", "transform", "tune", "train", "resolve_baseline", "evaluate", "deploy")
 # Lazy (PEP 562): inside a running component, KFP sets KFP_RUNTIME and kfp.dsl has no `component` decorator, so
 # importing an executor (slipway.components.<name>.executor) must not import every component.py.
-_EXPORTS = {
-    "IngestOp": ("ingest", "ingest"),
-    "ValidateOp": ("validate", "validate"),
-    "TransformOp": ("transform", "transform"),
-    "TrainOp": ("train", "train"),
-    "EvaluateOp": ("evaluate", "evaluate"),
-    "TuneOp": ("tune", "tune"),
-    "ResolveBaselineOp": ("resolve_baseline", "resolve_baseline"),
-    "DeployOp": ("deploy", "deploy"),
-}
+_EXPORTS = {"".join(part.title() for part in name.split("_")) + "Op": name for name in COMPONENTS}
 
-__all__ = list(_EXPORTS)
+__all__ = list(_EXPORTS)  # what a user composes; COMPONENTS names them
 
 
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    package, function = _EXPORTS[name]
-    return getattr(importlib.import_module(f"{__name__}.{package}.component"), function)
+    component = _EXPORTS[name]
+    return getattr(importlib.import_module(f"{__name__}.{component}.component"), component)

@@ -1,9 +1,9 @@
 """The two kinds of settings a pipeline takes, kept apart on purpose.
 
-PipelineInputs: what a run is given: the pipeline's parameters, one typed object instead of twenty keyword
-arguments. The cluster settings are among them (backend, cluster, object_store_secret, lineage_store), so one
-compiled YAML runs unchanged on one machine (kfp.local: backend "local", no secret, SQLite lineage from `slipway
-run`) and on a cluster (backend "kubernetes", the launchers' `cluster` JSON, an MLMD gRPC endpoint).
+PARAMETERS: every pipeline parameter, once; PipelineInputs, what compose() is given, is made from it. The cluster
+settings are among them (backend, cluster, object_store_secret, lineage_store), so one compiled YAML runs unchanged
+on one machine (kfp.local: backend "local", no secret, SQLite lineage from `slipway run`) and on a cluster (backend
+"kubernetes", the launchers' `cluster` JSON, an MLMD gRPC endpoint).
 
 KubernetesOptions: how the step pods are built (kfp-kubernetes platform config), fixed at compile time because
 KFP fixes them there: object-store credentials as environment from a Secret (its name is still a run parameter),
@@ -16,9 +16,11 @@ launchers' permissions.
 
 from __future__ import annotations
 
+import copy
+import functools
 import inspect
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,56 +36,10 @@ OBJECT_STORE_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
 RUN_ID_FIELD = "metadata.labels['workflows.argoproj.io/workflow']"
 
 
-@dataclass(frozen=True)
-class PipelineInputs:
-    """Every input of compose(): the pipeline parameters (KFP channels at compile time) and per-pipeline constants."""
-
-    pipeline_name: str
-    data: Any
-    label: Any
-    module_file: Any
-    data_format: Any = "auto"
-    image_size: Any = ""
-    task: Any = "auto"  # the image pipeline has no such parameter: images are classification
-    key: Any = ""
-    splits: Any = "train:2,eval:1"
-    schema_file: Any = ""
-    allow_anomalies: Any = False
-    skew_thresholds: Any = "{}"
-    drift_thresholds: Any = "{}"
-    hyperparameters: Any = "{}"
-    workers: Any = 1
-    checkpoint_dir: Any = ""
-    eval_settings: Any = ""
-    baseline_model: Any = "auto"
-    model_name: Any = "model"
-    model_base: Any = ""
-    keep_serving: Any = False
-    serving_port: Any = 0
-    search_spec: Any = None
-    trial_hyperparameters: Any = None
-    # the cluster settings
-    backend: Any = "local"
-    cluster: Any = "{}"
-    beam_pipeline_args: Any = field(default_factory=list)  # one list for validate, transform and evaluate
-    object_store_secret: Any = OBJECT_STORE_SECRET
-    lineage_store: Any = ""
-    deploy_backend: Any = "local"
-    deploy_cluster: Any = "{}"
-
-    @classmethod
-    def of(cls, pipeline_name: str, parameters: dict[str, Any], **constants: Any) -> PipelineInputs:
-        """From a pipeline function's arguments: a parameter compose() does not know is a bug, caught at import."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(parameters) - known)
-        if unknown:
-            raise TypeError(f"pipeline {pipeline_name}: parameters {unknown} are not PipelineInputs fields")
-        return cls(pipeline_name=pipeline_name, **parameters, **constants)
-
-
-# Every pipeline parameter, once: its type, its default in each pipeline that takes it, and what the KFP UI shows
-# beside it (kfp reads a pipeline's `Args:` docstring into the compiled YAML). The three pipeline signatures and their
-# docstrings are made from this table (signature(), docstring(); pipelines/training.py).
+# Every pipeline parameter, once: its type, its `slipway run` flag, its default in each pipeline that takes it, and
+# what the KFP UI shows beside it (kfp reads a pipeline's `Args:` docstring into the compiled YAML). The three pipeline
+# signatures and their docstrings (signature(), docstring(); pipelines/training.py), the `slipway run` flags' names and
+# the names a step's errors use under the CLI (RUN_FLAGS) are made from this table.
 REQUIRED = inspect.Parameter.empty
 TABULAR, TABULAR_TUNED, IMAGES = "tabular_pipeline", "tuned_tabular_pipeline", "image_pipeline"
 
@@ -92,82 +48,111 @@ TABULAR, TABULAR_TUNED, IMAGES = "tabular_pipeline", "tuned_tabular_pipeline", "
 class Parameter:
     name: str
     type: type
+    flag: str  # its `slipway run` flag (a step's errors name it when the CLI runs the step); empty: none
     defaults: dict[str, Any]  # pipeline -> default (REQUIRED: none); a pipeline not listed does not take it
     description: str
 
 
 PARAMETERS = (
-    Parameter("data", str, {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: REQUIRED},
+    Parameter("data", str, "--data", {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: REQUIRED},
               "The input file or folder (on a cluster, a path on the mounted volume)."),
-    Parameter("label", str, {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: "label"},
+    Parameter("label", str, "--label", {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: "label"},
               "The label column (images: the name of the class-id feature)."),
-    Parameter("module_file", str, {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: REQUIRED},
+    Parameter("module_file", str, "--module", {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: REQUIRED},
               "Path of the module file: preprocessing_fn, build_keras_model, optional hyperparameters() and "
               "eval_settings()."),
-    Parameter("search_spec", str, {TABULAR_TUNED: REQUIRED},
+    Parameter("search_spec", str, "--tune", {TABULAR_TUNED: REQUIRED},
               "The hyper-parameter search spec (Katib v1beta1 shape) as JSON or YAML text, or a file path."),
-    Parameter("trial_hyperparameters", str, {TABULAR_TUNED: '{"epochs": 2}'},
+    Parameter("trial_hyperparameters", str, "--trial-hparams", {TABULAR_TUNED: '{"epochs": 2}'},
               "JSON hyper-parameters for the tuning trials only (e.g. fewer epochs)."),
-    Parameter("task", str, {TABULAR: "auto", TABULAR_TUNED: "auto"},
+    Parameter("task", str, "--task", {TABULAR: "auto", TABULAR_TUNED: "auto"},
               "auto, classification or regression. auto: a string label is classification, numbers with a "
               "non-integer value regression, integers classification with at most 20 distinct values, else "
               "regression."),
-    Parameter("key", str, {TABULAR: "", TABULAR_TUNED: ""},
+    Parameter("key", str, "--key", {TABULAR: "", TABULAR_TUNED: ""},
               "Column whose hash assigns rows to splits; empty hashes the whole row."),
-    Parameter("splits", str, {TABULAR: "train:2,eval:1", TABULAR_TUNED: "train:2,eval:1", IMAGES: "train:4,eval:1"},
+    Parameter("splits", str, "--splits",
+              {TABULAR: "train:2,eval:1", TABULAR_TUNED: "train:2,eval:1", IMAGES: "train:4,eval:1"},
               "Split weights, e.g. train:8,eval:1,test:1."),
-    Parameter("data_format", str, {IMAGES: "auto"},
+    Parameter("data_format", str, "--data-format", {IMAGES: "auto"},
               "auto (detect), csv, parquet, images, cifar10 or tfrecord."),
-    Parameter("image_size", str, {IMAGES: ""},
+    Parameter("image_size", str, "--image-size", {IMAGES: ""},
               "HxW to resize images to; empty keeps the first image's size."),
-    Parameter("schema_file", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+    Parameter("schema_file", str, "--schema", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
               "A curated schema.pbtxt to validate against; empty infers one from the train split."),
-    Parameter("allow_anomalies", bool, {TABULAR: False, TABULAR_TUNED: False, IMAGES: False},
+    Parameter("allow_anomalies", bool, "--allow-anomalies", {TABULAR: False, TABULAR_TUNED: False, IMAGES: False},
               "Continue when validation finds anomalies (they are still reported)."),
-    Parameter("skew_thresholds", str, {TABULAR: "{}", TABULAR_TUNED: "{}"},
+    Parameter("skew_thresholds", str, "--skew", {TABULAR: "{}", TABULAR_TUNED: "{}"},
               "JSON {feature: threshold} for train/eval skew."),
-    Parameter("drift_thresholds", str, {TABULAR: "{}", TABULAR_TUNED: "{}"},
+    Parameter("drift_thresholds", str, "--drift", {TABULAR: "{}", TABULAR_TUNED: "{}"},
               "JSON {feature: threshold} for train/eval drift."),
-    Parameter("hyperparameters", str, {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
+    Parameter("hyperparameters", str, "--hparams", {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
               "JSON hyper-parameters over the module's defaults."),
-    Parameter("workers", int, {TABULAR: 1, TABULAR_TUNED: 1, IMAGES: 2},
+    Parameter("workers", int, "--workers", {TABULAR: 1, TABULAR_TUNED: 1, IMAGES: 2},
               "Training processes: Horovod ranks when above 1 (MPIJob workers on a cluster)."),
-    Parameter("checkpoint_dir", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+    Parameter("checkpoint_dir", str, "", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
               "Where per-epoch checkpoints are kept so a rerun resumes; empty: none."),
-    Parameter("eval_settings", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+    Parameter("eval_settings", str, "--eval-settings", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
               "JSON slices and thresholds for evaluation; empty uses the module's eval_settings()."),
-    Parameter("baseline_model", str, {TABULAR: "auto", TABULAR_TUNED: "auto", IMAGES: "auto"},
+    Parameter("baseline_model", str, "--baseline", {TABULAR: "auto", TABULAR_TUNED: "auto", IMAGES: "auto"},
               "auto (the latest blessed model of this pipeline), none, or a SavedModel path/URI."),
-    Parameter("model_name", str, {TABULAR: "tabular-model", TABULAR_TUNED: "tabular-model", IMAGES: "image-model"},
+    Parameter("model_name", str, "--model-name",
+              {TABULAR: "tabular-model", TABULAR_TUNED: "tabular-model", IMAGES: "image-model"},
               "The served model's name (URL /v1/models/NAME; the InferenceService's name on a cluster)."),
-    Parameter("model_base", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+    Parameter("model_base", str, "--model-base", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
               "Where model versions are pushed: a folder, s3://bucket/path or pvc://claim/path."),
-    Parameter("keep_serving", bool, {TABULAR: False, TABULAR_TUNED: False, IMAGES: False},
+    Parameter("keep_serving", bool, "--keep-serving", {TABULAR: False, TABULAR_TUNED: False, IMAGES: False},
               "Local deploy: leave the model server running after the run."),
-    Parameter("serving_port", int, {TABULAR: 0, TABULAR_TUNED: 0, IMAGES: 0},
+    Parameter("serving_port", int, "--port", {TABULAR: 0, TABULAR_TUNED: 0, IMAGES: 0},
               "Local deploy: port on 127.0.0.1 (0 picks a free one)."),
-    Parameter("backend", str, {TABULAR: "local", TABULAR_TUNED: "local", IMAGES: "local"},
+    Parameter("backend", str, "", {TABULAR: "local", TABULAR_TUNED: "local", IMAGES: "local"},
               "Where train and tune run: local (in the step's pod) or kubernetes (MPIJob, Katib Experiment)."),
-    Parameter("cluster", str, {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
+    Parameter("cluster", str, "", {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
               "JSON launcher settings for backend kubernetes: namespace, storage, resources, timeout_s."),
-    Parameter("beam_pipeline_args", list, {TABULAR: [], TABULAR_TUNED: [], IMAGES: []},
+    Parameter("beam_pipeline_args", list, "--beam-pipeline-args", {TABULAR: [], TABULAR_TUNED: [], IMAGES: []},
               'Beam options for validate, transform and evaluate, e.g. ["--runner=FlinkRunner", '
               '"--flink_master=host:8081", "--temp_location=s3://bucket/tmp"] (a runner whose workers run elsewhere'
               " needs --temp_location, an object-store URI they share); empty: Beam's DirectRunner in each step's "
               "pod, in process or one worker per core as the row count makes faster."),
-    Parameter("object_store_secret", str,
+    Parameter("object_store_secret", str, "",
               {TABULAR: OBJECT_STORE_SECRET, TABULAR_TUNED: OBJECT_STORE_SECRET, IMAGES: OBJECT_STORE_SECRET},
               "The Secret whose keys become every step's object-store environment (AWS_*, S3_*)."),
-    Parameter("lineage_store", str, {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+    Parameter("lineage_store", str, "--lineage", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
               "The ML Metadata store: grpc://host:port on a cluster, sqlite:///path locally; empty: none."),
-    Parameter("deploy_backend", str, {TABULAR: "local", TABULAR_TUNED: "local", IMAGES: "local"},
+    Parameter("deploy_backend", str, "--deploy", {TABULAR: "local", TABULAR_TUNED: "local", IMAGES: "local"},
               "local (KServe's model server on loopback), push (only push the version) or kubernetes (a KServe "
               "InferenceService)."),
-    Parameter("deploy_cluster", str, {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
+    Parameter("deploy_cluster", str, "--deploy-cluster", {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
               "JSON settings for deploy_backend kubernetes: namespace, service_account, deployment_mode, "
               "canary_traffic_percent, replicas, resources."),
 )
 BY_NAME = {parameter.name: parameter for parameter in PARAMETERS}
+RUN_FLAGS = {parameter.name: parameter.flag for parameter in PARAMETERS if parameter.flag}  # for a step's errors
+RUN_FLAGS = {parameter.name: parameter.flag for parameter in PARAMETERS if parameter.flag}
+
+
+def _absent(parameter: Parameter) -> Any:
+    """What compose() sees for a parameter its pipeline does not take: the value the others default to (None: none
+    has a default, e.g. search_spec, which only the tuned pipeline takes)."""
+    given = [value for value in parameter.defaults.values() if value is not REQUIRED]
+    return given[0] if given else None
+
+
+def _of(cls, pipeline_name: str, parameters: dict[str, Any]) -> Any:
+    """From a pipeline function's arguments: a parameter compose() does not know is a bug, caught at import."""
+    unknown = sorted(set(parameters) - set(BY_NAME))
+    if unknown:
+        raise TypeError(f"pipeline {pipeline_name}: parameters {unknown} are not PipelineInputs fields")
+    return cls(pipeline_name=pipeline_name, **parameters)
+
+
+# Every input of compose(): the pipeline's name and every parameter of the table (KFP channels at compile time; a
+# parameter the pipeline does not take holds its absent value). One typed object instead of thirty keyword arguments.
+PipelineInputs = make_dataclass(
+    "PipelineInputs",
+    [("pipeline_name", str)] + [(p.name, Any, field(default_factory=functools.partial(copy.deepcopy, _absent(p))))
+                                for p in PARAMETERS],
+    frozen=True, namespace={"of": classmethod(_of), "__module__": __name__})
 
 
 def signature(pipeline: str) -> inspect.Signature:

@@ -7,22 +7,14 @@ components need fails first, with one line naming it."""
 from __future__ import annotations
 
 import difflib
+import importlib
 import re
 import tempfile
 from pathlib import Path
 
 from kfp import compiler
 
-from slipway.components import (
-    DeployOp,
-    EvaluateOp,
-    IngestOp,
-    ResolveBaselineOp,
-    TrainOp,
-    TransformOp,
-    TuneOp,
-    ValidateOp,
-)
+from slipway.components import COMPONENTS
 from slipway.core import images
 from slipway.pipelines.training import PIPELINES
 
@@ -38,20 +30,18 @@ EXAMPLE_URIS = {"transformed_examples": "s3://mlpipeline/example-run/transform/t
 def targets() -> dict[Path, object]:
     """Where each compiled YAML lives, and what it is compiled from."""
     return {
-        COMPONENTS_DIR / "ingest" / "component.yaml": IngestOp,
-        COMPONENTS_DIR / "validate" / "component.yaml": ValidateOp,
-        COMPONENTS_DIR / "transform" / "component.yaml": TransformOp,
-        COMPONENTS_DIR / "train" / "component.yaml": TrainOp,
-        COMPONENTS_DIR / "evaluate" / "component.yaml": EvaluateOp,
-        COMPONENTS_DIR / "tune" / "component.yaml": TuneOp,
-        COMPONENTS_DIR / "resolve_baseline" / "component.yaml": ResolveBaselineOp,
-        COMPONENTS_DIR / "deploy" / "component.yaml": DeployOp,
+        **{COMPONENTS_DIR / name / "component.yaml": _component(name) for name in COMPONENTS},
         **{PIPELINES_DIR / f"{name}.yaml": pipeline for name, pipeline in PIPELINES.items()},
         MANIFESTS_DIR / "mpijob-example.yaml": example_mpijob,
         MANIFESTS_DIR / "katib-experiment-example.yaml": example_experiment,
         MANIFESTS_DIR / "inferenceservice-example.yaml": example_inference_service,
         MANIFESTS_DIR / "kserve-serving-runtime.yaml": serving_runtime,
     }
+
+
+def _component(name: str):
+    """The KFP component of that name (its package's component.py defines a function of the same name)."""
+    return getattr(importlib.import_module(f"slipway.components.{name}.component"), name)
 
 
 def example_mpijob() -> str:

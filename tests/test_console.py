@@ -3,6 +3,7 @@ and Ctrl-C / SIGTERM ending with exit 130 / 143, a summary.json and no process l
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import os
@@ -15,9 +16,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from slipway.console import Console, step_name
+from slipway.components import COMPONENTS
 from slipway.core import progress, step_facts
 from slipway.data import taxi
+from slipway.local.console import Console, step_name
+
+FACTS = {name: importlib.import_module(f"slipway.components.{name}.step").fact for name in COMPONENTS}
 
 CHILD = """
 import sys
@@ -79,23 +83,24 @@ def test_step_name_comes_from_the_kfp_task_command():
 
 
 def test_each_step_has_its_one_fact():
+    """Each component says its own fact (components/<name>/step.py); describe() decodes what lineage recorded."""
     examples = {"examples": {"splits": '{"eval": 5024, "train": 9978}', "num_classes": 2, "rows_missing_label": 0}}
-    assert step_facts.describe("ingest", examples, {}) == "9,978 train, 5,024 eval rows (2 classes)"
+    assert step_facts.describe(FACTS["ingest"], examples, {}) == "9,978 train, 5,024 eval rows (2 classes)"
     anomalies = {"anomalies": {"anomaly_count": 2, "num_features": 19, "schema_source": "inferred",
                                "anomalies": [{"feature": "fare"}, {"feature": "company"}]}}
-    assert step_facts.describe("validate", anomalies, {}) == (
+    assert step_facts.describe(FACTS["validate"], anomalies, {}) == (
         "19 features, schema inferred, 2 anomalies (company, fare), allowed")
     best = {"best_hyperparameters": {"trial": "trial-0002", "parameters": {"learning_rate": 0.01},
                                      "objective": {"metric": "val_auc", "value": 0.95},
                                      "counts": {"succeeded": 3, "failed": 0, "early_stopped": 1}}}
-    assert step_facts.describe("tune", best, {}) == (
+    assert step_facts.describe(FACTS["tune"], best, {}) == (
         'best trial-0002: val_auc 0.9500 with {"learning_rate": 0.01} (1 early_stopped, 3 succeeded)')
     evaluation = {"evaluation": {"metrics": {"auc": 0.95, "binary_accuracy": 0.9}, "message": "blessed: ok"}}
-    assert step_facts.describe("evaluate", evaluation, {}) == "auc 0.9500, binary_accuracy 0.9000; blessed: ok"
+    assert step_facts.describe(FACTS["evaluate"], evaluation, {}) == "auc 0.9500, binary_accuracy 0.9000; blessed: ok"
     deployment = {"deployment": {"endpoint": "http://127.0.0.1:1", "model_name": "taxi", "model_version": 2,
                                  "status": "deployed"}}
-    assert step_facts.describe("deploy", deployment, {}) == "taxi version 2 deployed at http://127.0.0.1:1"
-    assert step_facts.describe("ingest", {}, {}) == ""  # a missing output costs the fact, never the step
+    assert step_facts.describe(FACTS["deploy"], deployment, {}) == "taxi version 2 deployed at http://127.0.0.1:1"
+    assert step_facts.describe(FACTS["ingest"], {}, {}) == ""  # a missing output costs the fact, never the step
 
 
 def test_the_demo_prints_a_line_per_step_and_keeps_each_steps_log(quickstart):

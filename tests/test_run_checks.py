@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 from slipway import cli
-from slipway.core.errors import CLI_FLAGS, INTERFACE_ENV, option_name
+from slipway.commands import run
+from slipway.commands.run_request import plan
+from slipway.core.errors import OPTION_NAMES_ENV, option_name
+from slipway.pipelines.settings import PARAMETERS, RUN_FLAGS
 from tests.conftest import write_blobs_csv
 
 MODULE = """
@@ -103,19 +106,62 @@ def test_a_tune_algorithm_only_katib_runs_is_refused_with_what_runs_locally(inpu
     assert not inputs["workdir"].exists()
 
 
-def test_every_parameter_flag_named_in_errors_is_a_run_flag():
+def _run_parser() -> argparse.ArgumentParser:
     commands = argparse.ArgumentParser().add_subparsers()
-    cli._add_run(commands)
-    flags = set(commands.choices["run"]._option_string_actions)
-    assert sorted(set(CLI_FLAGS.values()) - flags) == []
+    run.add_parser(commands)
+    return commands.choices["run"]
+
+
+def test_every_run_flag_of_the_table_sets_its_parameter():
+    actions = {action.option_strings[0]: action.dest for action in _run_parser()._actions if action.option_strings}
+    assert {flag: actions.get(flag) for flag in RUN_FLAGS.values()} == {flag: name for name, flag in RUN_FLAGS.items()}
+    # a flag for a parameter the table has none for would bypass it: every dest of a pipeline parameter has its flag
+    assert sorted({p.name for p in PARAMETERS} & set(actions.values()) - set(RUN_FLAGS)) == []
 
 
 def test_option_name_speaks_the_callers_language(monkeypatch):
-    monkeypatch.setenv(INTERFACE_ENV, "cli")
+    import json
+
+    monkeypatch.setenv(OPTION_NAMES_ENV, json.dumps(RUN_FLAGS))  # as `slipway run` starts its steps
     assert (option_name("allow_anomalies"), option_name("hyperparameters")) == ("--allow-anomalies", "--hparams")
     assert option_name("transformed_examples") == "transformed_examples"  # no flag: the parameter it is
-    monkeypatch.delenv(INTERFACE_ENV)
+    monkeypatch.setenv(OPTION_NAMES_ENV, "not json")
+    assert option_name("hyperparameters") == "hyperparameters"
+    monkeypatch.delenv(OPTION_NAMES_ENV)
     assert (option_name("allow_anomalies"), option_name("hyperparameters")) == ("allow_anomalies", "hyperparameters")
+
+
+# -- the request a command line makes, without running it ----------------------------------------------------------
+
+def _plan(*argv: str):
+    return plan(_run_parser().parse_args(list(argv)))
+
+
+def test_a_command_line_becomes_the_pipeline_and_its_arguments(inputs):
+    request = _plan(*_args(inputs), "--hparams", '{"epochs": 3}', "--allow-anomalies", "--skew", '{"species": 0.1}',
+                    "--deploy", "push", "--port", "8123")
+    assert request.pipeline_key == "tabular_pipeline" and request.workdir == inputs["workdir"]
+    assert request.lineage_uri.endswith(f"{inputs['workdir']}/metadata.sqlite")
+    arguments = request.arguments
+    assert (arguments["data"], arguments["label"], arguments["module_file"]) == (
+        str(inputs["data"]), "species", str(inputs["module"]))
+    assert (arguments["hyperparameters"], arguments["allow_anomalies"], arguments["skew_thresholds"]) == (
+        '{"epochs": 3}', True, '{"species": 0.1}')
+    assert (arguments["deploy_backend"], arguments["serving_port"], arguments["model_name"]) == ("push", 8123, "blobs")
+    assert arguments["splits"] == "train:2,eval:1" and arguments["workers"] == 1  # the table's defaults
+    assert arguments["model_base"] == str(inputs["workdir"] / "serving" / "blobs")
+    assert "data_format" not in arguments and "search_spec" not in arguments  # the images and tuned pipelines' only
+    assert not inputs["workdir"].exists()  # planning writes nothing
+
+
+def test_the_images_pipeline_takes_its_own_defaults_and_parameters(inputs, tmp_path):
+    (tmp_path / "images" / "a").mkdir(parents=True)
+    request = _plan("--pipeline", "images", "--data", str(tmp_path / "images"), "--module", str(inputs["module"]),
+                    "--workdir", str(inputs["workdir"]), "--image-size", "8x8")
+    assert request.pipeline_key == "image_pipeline"
+    assert (request.arguments["splits"], request.arguments["workers"]) == ("train:4,eval:1", 2)
+    assert (request.arguments["image_size"], request.arguments["label"]) == ("8x8", "label")
+    assert "task" not in request.arguments and "skew_thresholds" not in request.arguments
 
 
 # -- as a user types it: `slipway run` in its own process, refused before kfp and TensorFlow are imported ---------

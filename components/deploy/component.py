@@ -1,4 +1,5 @@
-"""KFP interface of deploy: a thin lightweight component; the work is in executor.py."""
+"""KFP interface of deploy: its inputs, outputs and their descriptions. The body hands its
+arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
 
 from typing import NamedTuple
 
@@ -51,16 +52,7 @@ def deploy(
         model_version: The pushed version number (0 when nothing was pushed).
         status: deployed, canary (a KServe canary rollout), pushed (backend push) or not_blessed.
     """
-    from slipway.components.deploy import executor
-    from slipway.core.step import Step
+    arguments = dict(locals())  # the parameters, before anything else is bound
+    from slipway.components.deploy import step
 
-    params = {"model_name": model_name, "model_base": model_base, "backend": backend, "cluster": cluster,
-              "keep_serving": keep_serving, "port": port, "smoke_rows": smoke_rows}
-    with Step("deploy", params, lineage_store=lineage_store) as step:
-        step.input("model", "Model", model)
-        step.input("blessing", "ModelBlessing", blessing)
-        record = executor.run(model.path, blessing.path, examples.path, deployment.path, model_name, model_base,
-                              backend=backend, cluster=cluster, keep_serving=keep_serving, port=port,
-                              smoke_rows=smoke_rows, run_id=step.run_id)
-        step.output("deployment", "Deployment", deployment, record)
-    return (record.get("endpoint") or "", int(record.get("model_version") or 0), record["status"])
+    return step.run(arguments)

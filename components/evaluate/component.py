@@ -1,4 +1,5 @@
-"""KFP interface of evaluate: a thin lightweight component; the work is in executor.py."""
+"""KFP interface of evaluate: its inputs, outputs and their descriptions. The body hands its
+arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
@@ -52,42 +53,7 @@ def evaluate(
             empty for regression.
         report: HTML report: metrics by slice, thresholds and the blessing.
     """
-    import json
-    import shutil
+    arguments = dict(locals())  # the parameters, before anything else is bound
+    from slipway.components.evaluate import step
 
-    from slipway.components.evaluate import executor
-    from slipway.core.step import Step
-
-    params = {"settings": settings, "baseline_model": baseline_model, "split": split, "module_file": module_file,
-              "beam_pipeline_args": beam_pipeline_args}
-    with Step("evaluate", params, lineage_store=lineage_store) as step:
-        step.input("model", "Model", model)
-        step.input("examples", "Examples", examples)
-        if baseline_model:
-            step.input("baseline_model", "Model", baseline_model)
-        if module_file and not settings:
-            step.input_file("module_file", "ModuleFile", module_file)
-        result = executor.run(
-            model.path, examples.path, evaluation.path, blessing.path, executor.settings_of(settings, module_file),
-            baseline_model, split, beam_pipeline_args=beam_pipeline_args,
-        )
-        for name, value in result["metrics"].items():
-            if isinstance(value, int | float):
-                metrics.log_metric(name, value)
-        matrix = result.get("confusion_matrix")
-        if matrix:
-            classification_metrics.log_confusion_matrix(matrix["categories"], matrix["matrix"])
-        roc = result.get("roc")
-        if roc:
-            classification_metrics.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
-        shutil.copyfile(f"{evaluation.path}/report.html", report.path)
-        # KFP keeps Metrics in metadata only; a file makes the artifact readable where it lies, too.
-        with open(metrics.path, "w", encoding="utf-8") as handle:
-            json.dump(result["metrics"], handle, indent=2, sort_keys=True)
-        summary = {"blessed": result["blessed"], "message": result["message"], "metrics": result["metrics"],
-                   "beam": result["beam"],
-                   # The report artifact's name has no extension (KFP picks it): this copy opens in a browser.
-                   "report_html": f"{evaluation.uri}/report.html"}
-        step.output("evaluation", "ModelEvaluation", evaluation, summary)
-        step.output("blessing", "ModelBlessing", blessing, {"blessed": result["blessed"], "message": result["message"]})
-        step.output("metrics", "Metrics", metrics)
+    return step.run(arguments)

@@ -1,4 +1,5 @@
-"""KFP interface of ingest: a thin lightweight component; the work is in executor.py."""
+"""KFP interface of ingest: its inputs, outputs and their descriptions. The body hands its
+arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
 
 from kfp import dsl
 from kfp.dsl import Dataset, Output
@@ -47,14 +48,7 @@ def ingest(
         examples: Gzip TFRecord shards of tf.Example per split (Split-<name>/) and examples_meta.json (row counts
             per split, the task and why, label classes or the label's range, column types).
     """
-    from slipway.components.ingest import executor
-    from slipway.core.step import Step
+    arguments = dict(locals())  # the parameters, before anything else is bound
+    from slipway.components.ingest import step
 
-    params = {"data": data, "label": label, "key": key, "splits": splits, "rows_per_shard": rows_per_shard,
-              "data_format": data_format, "image_size": image_size, "task": task}
-    with Step("ingest", params, lineage_store=lineage_store) as step:
-        meta = executor.run(data, examples.path, label, key=key, splits=splits, rows_per_shard=rows_per_shard,
-                            data_format=data_format, image_size=image_size, task=task)
-        for source in meta["sources"]:  # an image folder is one source: the folder with its tree hash
-            step.input_file("data", "RawData", source["path"], sha256=source["sha256"])
-        step.output("examples", "Examples", examples, meta)
+    return step.run(arguments)

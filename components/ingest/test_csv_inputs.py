@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from slipway.components.ingest import executor
-from slipway.core.errors import INTERFACE_ENV, SlipwayError
+from slipway.core.errors import OPTION_NAMES_ENV, SlipwayError
 
 BIG = 10 * 10**6  # the size of the value in the issue: 10 MB in one field
 
@@ -141,9 +141,9 @@ def test_quoted_blanks_leave_a_number_column_numeric(tmp_path: Path):
     assert table.columns["company"][5] == ""  # a quoted "" in a text column stays an empty string
 
 
-@pytest.mark.parametrize("interface,name", [("cli", "--data"), ("", "data")])
-def test_a_data_uri_names_its_scheme_and_what_is_read(tmp_path: Path, monkeypatch, interface: str, name: str):
-    monkeypatch.setenv(INTERFACE_ENV, interface)
+@pytest.mark.parametrize("names,name", [('{"data": "--data"}', "--data"), ("", "data")])
+def test_a_data_uri_names_its_scheme_and_what_is_read(tmp_path: Path, monkeypatch, names: str, name: str):
+    monkeypatch.setenv(OPTION_NAMES_ENV, names)
     with pytest.raises(SlipwayError) as err:
         executor.run("foo://bar/data.csv", str(tmp_path / "out"), "label")
     assert str(err.value) == (f"{name} foo://bar/data.csv: unsupported scheme 'foo://' (supported: a local path, "

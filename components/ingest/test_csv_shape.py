@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slipway.components.ingest import executor
+from slipway.components.ingest import executor, step
 from slipway.components.ingest.csv_shape import sniff_delimiter, suggested_names
 from slipway.core import step_facts
 from slipway.core.artifacts import examples_meta, split_files
@@ -211,8 +211,8 @@ def test_skipped_rows_are_counted_per_reason_on_the_step_line(tmp_path: Path):
     data.write_bytes(gzip.compress(text(";", body=body).encode()))
     meta = executor.run(str(data), str(tmp_path / "out"), "label")
     assert meta["rows_missing_label"] == 8
-    assert step_facts.skipped_rows(meta) == {"missing_label": 8}
-    line = step_facts.describe("ingest", {"examples": meta}, {})
+    assert step.skipped_rows(meta) == {"missing_label": 8}
+    line = step_facts.describe(step.fact, {"examples": meta}, {})
     assert line.endswith("classification (2 classes); 8 rows skipped (8 missing label)")
 
 
@@ -220,7 +220,7 @@ def test_skipped_images_are_counted_per_reason_on_the_step_line():
     # As lineage records an image folder's metadata: `skipped` is JSON text of {reason: count}.
     meta = {"splits": {"train": 12, "eval": 6}, "task": "classification", "num_classes": 2, "rows_missing_label": 0,
             "skipped": '{"empty_file": 1, "not_an_image": 1, "truncated": 2}'}
-    assert step_facts.describe("ingest", {"examples": meta}, {}) == (
+    assert step_facts.describe(step.fact, {"examples": meta}, {}) == (
         "12 train, 6 eval rows; classification (2 classes); 4 rows skipped (2 truncated, 1 empty file, "
         "1 not an image)"
     )

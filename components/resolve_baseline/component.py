@@ -1,4 +1,5 @@
-"""KFP interface of resolve_baseline: a thin lightweight component; the work is in executor.py."""
+"""KFP interface of resolve_baseline: its inputs, outputs and their descriptions. The body hands its
+arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
 
 from typing import NamedTuple
 
@@ -26,13 +27,7 @@ def resolve_baseline(
         baseline_model: The baseline SavedModel's URI for evaluate; empty when there is none.
         reason: Why this baseline (or none) was chosen, in one line.
     """
-    from slipway.components.resolve_baseline import executor
-    from slipway.core.step import Step
+    arguments = dict(locals())  # the parameters, before anything else is bound
+    from slipway.components.resolve_baseline import step
 
-    params = {"pipeline_name": pipeline_name, "baseline_model": baseline_model, "lineage_store": lineage_store}
-    with Step("resolve_baseline", params, lineage_store=lineage_store) as step:
-        found = executor.resolve(baseline_model, pipeline_name, lineage_store)
-        print(f"resolve_baseline: {found.reason}", flush=True)
-        # Kept as execution properties, not as an output artifact: the model's producer stays the train step.
-        step.params.update(resolved=found.uri, reason=found.reason)
-    return (found.uri, found.reason)
+    return step.run(arguments)

@@ -1,4 +1,5 @@
-"""KFP interface of train: a thin lightweight component; the work is in executor.py."""
+"""KFP interface of train: its inputs, outputs and their descriptions. The body hands its
+arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Model, Output
@@ -52,18 +53,7 @@ def train(
         remote_job: The MPIJob's reference (kind, namespace, name, uid), written before the launcher waits;
             {"backend": "local"} otherwise.
     """
-    from slipway.components.train import executor
-    from slipway.core.launcher import remote_job_reference
-    from slipway.core.step import Step
+    arguments = dict(locals())  # the parameters, before anything else is bound
+    from slipway.components.train import step
 
-    params = {"module_file": module_file, "hyperparameters": hyperparameters, "workers": workers,
-              "checkpoint_dir": checkpoint_dir, "backend": backend, "cluster": cluster}
-    with Step("train", params, lineage_store=lineage_store) as step:
-        step.input("transformed_examples", "Examples", transformed_examples)
-        step.input("transform_graph", "TransformGraph", transform_graph)
-        step.input_file("module_file", "ModuleFile", module_file)
-        meta = executor.run_on(backend, transformed_examples, transform_graph, module_file, model, tensorboard,
-                               hyperparameters, workers, checkpoint_dir, cluster, trainer_image, remote_job.path)
-        step.output("model", "Model", model, meta)
-        step.output("tensorboard", "TensorBoardLogs", tensorboard)
-        remote_job_reference(remote_job, backend)
+    return step.run(arguments)

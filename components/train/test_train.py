@@ -163,13 +163,13 @@ def test_bad_hyperparameters(binary, given, message):
 def test_hyperparameters_errors_name_the_flag_under_slipway_run(monkeypatch):
     import types
 
-    from slipway.core.errors import INTERFACE_ENV
+    from slipway.core.errors import OPTION_NAMES_ENV
 
     module = types.ModuleType("no_defaults")
-    monkeypatch.setenv(INTERFACE_ENV, "cli")
+    monkeypatch.setenv(OPTION_NAMES_ENV, '{"hyperparameters": "--hparams"}')
     with pytest.raises(SlipwayError, match=r"^--hparams: expected a JSON object, got list$"):
         resolve_hyperparameters(module, "[1, 2]")
-    monkeypatch.delenv(INTERFACE_ENV)
+    monkeypatch.delenv(OPTION_NAMES_ENV)
     with pytest.raises(SlipwayError, match=r"^hyperparameters: expected a JSON object, got list$"):
         resolve_hyperparameters(module, "[1, 2]")
 

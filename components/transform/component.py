@@ -1,4 +1,5 @@
-"""KFP interface of transform: a thin lightweight component; the work is in executor.py."""
+"""KFP interface of transform: its inputs, outputs and their descriptions. The body hands its
+arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Output
@@ -34,16 +35,7 @@ def transform(
         transform_graph: The TFT transform graph, with the raw schema under metadata/ (train and serving apply it).
         transformed_examples: Transformed examples in the same Split-<name>/ layout as the input.
     """
-    from slipway.components.transform import executor
-    from slipway.core.step import Step
+    arguments = dict(locals())  # the parameters, before anything else is bound
+    from slipway.components.transform import step
 
-    params = {"module_file": module_file, "beam_pipeline_args": beam_pipeline_args}
-    with Step("transform", params, lineage_store=lineage_store) as step:
-        step.input("examples", "Examples", examples)
-        step.input("schema", "Schema", schema)
-        step.input_file("module_file", "ModuleFile", module_file)
-        meta = executor.run(examples.path, schema.path, module_file, transform_graph.path, transformed_examples.path,
-                            beam_pipeline_args=beam_pipeline_args)
-        step.output("transform_graph", "TransformGraph", transform_graph,
-                    {"raw_features": meta.get("raw_features"), "beam": meta.get("beam")})
-        step.output("transformed_examples", "Examples", transformed_examples, meta)
+    return step.run(arguments)

@@ -1,4 +1,5 @@
-"""KFP interface of tune: a thin lightweight component; the work is in executor.py."""
+"""KFP interface of tune: its inputs, outputs and their descriptions. The body hands its
+arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Metrics, Output
@@ -53,39 +54,7 @@ def tune(
         remote_job: The Katib Experiment's reference (kind, namespace, name, uid) with backend kubernetes, else
             {"backend": "local"}.
     """
-    import json
-    import shutil
+    arguments = dict(locals())  # the parameters, before anything else is bound
+    from slipway.components.tune import step
 
-    from slipway.components.tune import executor
-    from slipway.components.tune import report as tune_report
-    from slipway.core.launcher import remote_job_reference
-    from slipway.core.step import Step
-
-    params = {"search_spec": search_spec, "hyperparameters": hyperparameters, "backend": backend,
-              "trial_hyperparameters": trial_hyperparameters, "workers": workers}
-    with Step("tune", params, lineage_store=lineage_store) as step:
-        step.input("transformed_examples", "Examples", transformed_examples)
-        step.input("transform_graph", "TransformGraph", transform_graph)
-        step.input_file("module_file", "ModuleFile", module_file)
-        result = executor.run(
-            transformed_examples.path, transform_graph.path, module_file, search_spec, best_hyperparameters.path,
-            report.path, hyperparameters, trial_hyperparameters, backend, cluster, workers,
-            trial_timeout_s=trial_timeout_s, identity=best_hyperparameters.uri, trainer_image=trainer_image,
-            transformed_examples_uri=transformed_examples.uri, transform_graph_uri=transform_graph.uri,
-            reference_file=remote_job.path,
-        )
-        for name, value in tune_report.metrics_for_kfp(result).items():
-            metrics.log_metric(name, value)
-        summary = {"parameters": result["parameters"], "objective": result["objective"], "trial": result["trial"],
-                   "counts": result["counts"], "backend": result["backend"]}
-        step.output("best_hyperparameters", "HyperParameters", best_hyperparameters, summary)
-        # The report artifact's name has no extension (KFP picks it), so a browser shows its source. Tune has no
-        # folder output to hold an .html copy: it lies beside the artifact, which is on this machine's disk in a
-        # local run; on a cluster only the artifact is uploaded (and the KFP UI shows it), so nothing is recorded.
-        copy = {}
-        if "://" not in report.uri:
-            shutil.copyfile(report.path, f"{report.path}.html")
-            copy = {"report_html": f"{report.uri}.html"}
-        step.output("report", "HTML", report, copy)
-        remote_job_reference(remote_job, backend)
-    return json.dumps(result["hyperparameters"], sort_keys=True)
+    return step.run(arguments)

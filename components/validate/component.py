@@ -1,4 +1,5 @@
-"""KFP interface of validate: a thin lightweight component; the work is in executor.py."""
+"""KFP interface of validate: its inputs, outputs and their descriptions. The body hands its
+arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Markdown, Output
@@ -50,45 +51,7 @@ def validate(
         report: HTML report: statistics per split and every anomaly (the KFP UI's visualization tab).
         summary: Markdown summary of the anomalies, shown in the KFP UI.
     """
-    import contextlib
-    import json
-    import shutil
+    arguments = dict(locals())  # the parameters, before anything else is bound
+    from slipway.components.validate import step
 
-    from slipway.components.validate import executor
-    from slipway.core.step import Step
-
-    params = {
-        "schema_file": schema_file,
-        "allow_anomalies": allow_anomalies,
-        "skew_thresholds": skew_thresholds,
-        "drift_thresholds": drift_thresholds,
-        "default_drift_threshold": default_drift_threshold,
-        "beam_pipeline_args": beam_pipeline_args,
-    }
-    with Step("validate", params, lineage_store=lineage_store) as step:
-        step.input("examples", "Examples", examples)
-        if schema_file:
-            step.input_file("schema_file", "UserSchema", schema_file)
-        try:
-            meta = executor.run(
-                examples.path,
-                statistics.path,
-                schema.path,
-                anomalies.path,
-                schema_file=schema_file,
-                allow_anomalies=allow_anomalies,
-                skew_thresholds=json.loads(skew_thresholds or "{}"),
-                drift_thresholds=json.loads(drift_thresholds or "{}"),
-                default_drift_threshold=None if default_drift_threshold < 0 else default_drift_threshold,
-                beam_pipeline_args=beam_pipeline_args,
-            )
-        finally:
-            # The report is worth reading even when validation fails the step.
-            for name, target in (("report.html", report.path), ("report.md", summary.path)):
-                with contextlib.suppress(FileNotFoundError):
-                    shutil.copyfile(f"{anomalies.path}/{name}", target)
-        step.output("statistics", "ExampleStatistics", statistics, {"splits": meta.get("splits")})
-        step.output("schema", "Schema", schema, {"source": meta.get("schema_source")})
-        # The report artifact's name has no extension (KFP picks it): the copy in this folder opens in a browser.
-        step.output("anomalies", "ExampleAnomalies", anomalies, {**meta, "report_html": f"{anomalies.uri}/report.html"})
-        step.output("report", "HTML", report)
+    return step.run(arguments)

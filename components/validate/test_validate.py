@@ -127,13 +127,13 @@ def test_new_categorical_value_fails_and_leaves_no_schema(data, tmp_path, capsys
 
 
 def test_anomaly_error_names_the_option_as_the_caller_spells_it(data, tmp_path, monkeypatch):
-    from slipway.core.errors import INTERFACE_ENV
+    from slipway.core.errors import OPTION_NAMES_ENV
 
-    monkeypatch.setenv(INTERFACE_ENV, "cli")  # as `slipway run` starts its steps
+    monkeypatch.setenv(OPTION_NAMES_ENV, '{"allow_anomalies": "--allow-anomalies"}')  # as `slipway run` sets it
     with pytest.raises(ValidationFailed) as err:
         executor.run(data["new_company"], **_outs(tmp_path / "cli"))
     assert str(err.value).endswith("; pass --allow-anomalies to continue)")
-    monkeypatch.delenv(INTERFACE_ENV)  # a pipeline run on a cluster: the pipeline parameter's name
+    monkeypatch.delenv(OPTION_NAMES_ENV)  # a pipeline run on a cluster: the pipeline parameter's name
     with pytest.raises(ValidationFailed) as err:
         executor.run(data["new_company"], **_outs(tmp_path / "pipeline"))
     assert str(err.value).endswith("; pass allow_anomalies to continue)")

@@ -23,10 +23,11 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from slipway.core.errors import SlipwayError
+from slipway.pipelines.settings import RUN_FLAGS
 
-# The JSON flags and what each must hold (all are objects).
-JSON_FLAGS = (("--hparams", "hparams"), ("--trial-hparams", "trial_hparams"), ("--skew", "skew"),
-              ("--drift", "drift"), ("--deploy-cluster", "deploy_cluster"), ("--eval-settings", "eval_settings"))
+# The parameters given as JSON objects, by their flags.
+JSON_FLAGS = tuple((RUN_FLAGS[name], name) for name in ("hyperparameters", "trial_hyperparameters", "skew_thresholds",
+                                                         "drift_thresholds", "deploy_cluster", "eval_settings"))
 # How a hyper-parameter's type is named in an error, by the type of the module's default.
 TYPE_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string", list: "a list",
               dict: "a JSON object"}
@@ -42,20 +43,20 @@ def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module
         module: The module file (already checked to exist).
         images: Whether the images pipeline runs (its label is no CSV column).
     """
-    parsed = {flag: _json_object(flag, getattr(args, name)) for flag, name in JSON_FLAGS}
+    parsed = {name: _json_object(flag, getattr(args, name)) for flag, name in JSON_FLAGS}
     defaults = literal_hyperparameters(module)
     check_defaults(module, defaults)
-    for flag in ("--hparams", "--trial-hparams"):
-        check_hyperparameters(flag, parsed[flag], defaults)
+    for name in ("hyperparameters", "trial_hyperparameters"):
+        check_hyperparameters(RUN_FLAGS[name], parsed[name], defaults)
     from slipway.components.validate.executor import parse_thresholds
 
-    for flag in ("--skew", "--drift"):
-        parse_thresholds(flag, parsed[flag])
-    check_eval_settings(parsed["--eval-settings"], label)
+    for name in ("skew_thresholds", "drift_thresholds"):
+        parse_thresholds(RUN_FLAGS[name], parsed[name])
+    check_eval_settings(parsed["eval_settings"], label)
     if args.splits:
         from slipway.components.ingest.executor import parse_splits
 
-        parse_splits(args.splits, what="--splits")
+        parse_splits(args.splits, what=RUN_FLAGS["splits"])
     if not images:
         check_label(data, label, args.data_format)
     check_workdir(Path(args.workdir))
@@ -140,8 +141,8 @@ def check_module_hyperparameters(module: ModuleType, args: argparse.Namespace) -
 
     defaults = optional_dict(module, "hyperparameters")
     check_defaults(module.__file__ or "", defaults)
-    for flag, name in (("--hparams", "hparams"), ("--trial-hparams", "trial_hparams")):
-        check_hyperparameters(flag, _json_object(flag, getattr(args, name)), defaults)
+    for name in ("hyperparameters", "trial_hyperparameters"):
+        check_hyperparameters(RUN_FLAGS[name], _json_object(RUN_FLAGS[name], getattr(args, name)), defaults)
 
 
 def _same_type(default: Any, value: Any) -> bool:

@@ -5,6 +5,7 @@ configuration, the permissions or the user's code: running it again unchanged fa
 InfrastructureError (the cluster or a service it depends on failed: running it again may succeed).
 """
 
+import json
 import os
 
 EXIT_USER_ERROR = 2
@@ -31,25 +32,17 @@ class InfrastructureError(SlipwayError):
     exit_code = EXIT_INFRASTRUCTURE_ERROR
 
 
-# Set by `slipway run` for its step processes, so a step's error names the flag the user typed.
-INTERFACE_ENV = "SLIPWAY_INTERFACE"
-CLI_INTERFACE = "cli"
-# Pipeline parameter -> the `slipway run` flag that sets it (tests/test_run_checks.py checks each flag exists).
-CLI_FLAGS = {
-    "data": "--data", "label": "--label", "module_file": "--module", "key": "--key", "splits": "--splits",
-    "data_format": "--data-format", "image_size": "--image-size", "schema_file": "--schema",
-    "allow_anomalies": "--allow-anomalies", "skew_thresholds": "--skew", "drift_thresholds": "--drift",
-    "hyperparameters": "--hparams", "trial_hyperparameters": "--trial-hparams", "search_spec": "--tune",
-    "workers": "--workers", "eval_settings": "--eval-settings", "baseline_model": "--baseline",
-    "lineage_store": "--lineage", "model_name": "--model-name", "model_base": "--model-base",
-    "deploy_backend": "--deploy", "deploy_cluster": "--deploy-cluster", "keep_serving": "--keep-serving",
-    "serving_port": "--port", "beam_pipeline_args": "--beam-pipeline-args",
-}
+# The caller's names for the pipeline parameters, as a JSON object {parameter: name}, set for the step processes by an
+# interface that names them otherwise: `slipway run` sets its flags (pipelines/settings.py RUN_FLAGS), so a step's
+# error names what the user typed (--allow-anomalies), not the parameter (allow_anomalies).
+OPTION_NAMES_ENV = "SLIPWAY_OPTION_NAMES"
 
 
 def option_name(parameter: str) -> str:
-    """A pipeline parameter as the caller spells it: its `slipway run` flag (allow_anomalies -> --allow-anomalies)
-    when the step runs under the CLI, else the parameter's own name (a pipeline run, a notebook, a test)."""
-    if os.environ.get(INTERFACE_ENV) == CLI_INTERFACE:
-        return CLI_FLAGS.get(parameter, parameter)
-    return parameter
+    """A pipeline parameter as the caller spells it: the name the caller's OPTION_NAMES_ENV gives it, else the
+    parameter's own name (a pipeline run, a notebook, a test)."""
+    try:
+        names = json.loads(os.environ.get(OPTION_NAMES_ENV) or "{}")
+    except ValueError:
+        names = {}
+    return str(names.get(parameter, parameter)) if isinstance(names, dict) else parameter

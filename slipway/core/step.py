@@ -1,8 +1,9 @@
-"""What every component body does around its executor: time it, record lineage, report errors in one line.
+"""What every component does around its executor: time it, record lineage, report errors in one line.
 
-Component bodies (in components/*/component.py) stay thin:
+Each component's KFP body (components/<name>/component.py) hands its arguments to its step module
+(components/<name>/step.py), which runs the executor inside a Step:
 
-    with Step("ingest", params) as step:
+    with Step("ingest", parameters(arguments), arguments["lineage_store"], fact=fact) as step:
         meta = executor.run(...)
         step.output("examples", "Examples", examples, meta)
 
@@ -17,6 +18,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from slipway.core import lineage, progress, step_facts, storage
@@ -25,6 +27,15 @@ from slipway.core.errors import SlipwayError
 
 # Metadata values KFP can show; anything else is stored as JSON text.
 _SCALARS = (str, int, float, bool)
+# A step's one fact for its "done" line, from its outputs' metadata and its parameters (slipway.core.step_facts).
+Fact = Callable[[dict[str, dict[str, Any]], dict[str, Any]], str]
+
+
+def parameters(arguments: dict[str, Any], leave_out: tuple[str, ...] = ("lineage_store",)) -> dict[str, Any]:
+    """A component's arguments that are values, not artifacts (an artifact has a path and a URI): what its lineage
+    execution records as parameters, less those named in leave_out."""
+    return {name: value for name, value in arguments.items()
+            if name not in leave_out and not (hasattr(value, "path") and hasattr(value, "uri"))}
 
 
 class Step:
@@ -37,8 +48,9 @@ class Step:
     traceback. Anything that is not a SlipwayError is a bug and keeps its traceback (exit status 1).
     """
 
-    def __init__(self, component: str, params: dict[str, Any] | None = None, lineage_store: str = "") -> None:
-        self.component = component
+    def __init__(self, component: str, params: dict[str, Any] | None = None, lineage_store: str = "",
+                 fact: Fact | None = None) -> None:
+        self.component, self.fact = component, fact
         self.params = dict(params or {})
         self.lineage_store = lineage_store
         self.inputs: list[lineage.ArtifactRecord] = []
@@ -106,7 +118,7 @@ class Step:
                 # can abort ("pure virtual method called", status 134), which would hide the 2 or 3 (seen on KFP).
                 _exit_without_teardown(exc.exit_code)
         else:
-            fact = step_facts.describe(self.component, {o.name: o.properties for o in self.outputs}, self.params)
+            fact = step_facts.describe(self.fact, {o.name: o.properties for o in self.outputs}, self.params)
             progress.say(f"{self.component} done in {finished - self.started:.1f} s" + (f": {fact}" if fact else ""))
             exit_fast_once_output_is_written()
         return False

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from slipway.core import beam
-from slipway.core.errors import INTERFACE_ENV, SlipwayError
+from slipway.core.errors import OPTION_NAMES_ENV, SlipwayError
 
 MULTI = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 
@@ -43,7 +43,7 @@ def test_a_malformed_value_is_one_line_naming_the_input(given, error):
 
 
 def test_under_the_cli_errors_name_the_flag(monkeypatch):
-    monkeypatch.setenv(INTERFACE_ENV, "cli")
+    monkeypatch.setenv(OPTION_NAMES_ENV, '{"beam_pipeline_args": "--beam-pipeline-args"}')
     with pytest.raises(SlipwayError, match=r"^--beam-pipeline-args: --direct_num_workers=x: not a whole number$"):
         beam.choose("evaluate", "--direct_num_workers=x", 10)
 

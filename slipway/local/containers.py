@@ -27,9 +27,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slipway import console
 from slipway.core.errors import SlipwayError
 from slipway.images import is_loopback, podman_env
+from slipway.local import console
 
 # Passed by name from this process to every step container when set.
 PASSED_ENV_PREFIXES = ("SLIPWAY_", "S3_", "AWS_")

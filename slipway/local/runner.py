@@ -14,13 +14,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from slipway import console as console_module
-from slipway.console import Console
-from slipway.container_runner import ContainerSettings, podman_tasks
+from slipway.components import COMPONENTS
+from slipway.components.ingest.step import skipped_rows
 from slipway.core import lifecycle, lineage, step_facts
 from slipway.core.artifacts import atomic_write_text
-
-STEP_ORDER = ("ingest", "validate", "transform", "tune", "train", "resolve_baseline", "evaluate", "deploy")
+from slipway.local import console as console_module
+from slipway.local.console import Console
+from slipway.local.containers import ContainerSettings, podman_tasks
 
 
 def new_run_id(pipeline: str) -> str:
@@ -96,7 +96,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
             lifecycle.install(signal.SIGINT, signal.default_int_handler)
     wall = time.time() - started
     tasks = [task.replace("-", "_") for task in pipeline_func.pipeline_spec.root.dag.tasks]  # KFP dashes names
-    expected = [name for name in STEP_ORDER if name in tasks] + [name for name in tasks if name not in STEP_ORDER]
+    expected = [name for name in COMPONENTS if name in tasks] + [name for name in tasks if name not in COMPONENTS]
     summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments, expected,
                             interrupted=interrupted)
     for name, path in console.logs.items():
@@ -173,7 +173,7 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
         "startup_seconds": round(startup_seconds, 3),
         "steps": steps,
         "task": _output_properties(recorded.get("ingest"), "examples").get("task"),
-        "rows_skipped": step_facts.skipped_rows(_output_properties(recorded.get("ingest"), "examples")),
+        "rows_skipped": skipped_rows(_output_properties(recorded.get("ingest"), "examples")),
         "metrics": metrics,
         "baseline_metrics": _baseline_metrics(recorded.get("evaluate")),
         "blessed": bool(evaluation.get("blessed")) if evaluation else False,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from slipway import container_runner
-from slipway.container_runner import ContainerSettings, mount_inputs, podman_run_command
+from slipway.local import containers as container_runner
+from slipway.local.containers import ContainerSettings, mount_inputs, podman_run_command
 
 
 def test_inputs_outside_the_workdir_are_mounted_read_only_at_paths_of_their_own(tmp_path: Path):

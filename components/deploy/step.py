@@ -1,0 +1,32 @@
+"""The deploy step as KFP runs it (component.py hands it its arguments): the executor inside a Step, the deployment
+recorded, the outputs the pipeline reads, and the step's console line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slipway.core.step import Step, parameters
+
+
+def run(arguments: dict[str, Any]) -> tuple[str, int, str]:
+    """Push, serve and smoke-test a blessed model (executor.run); returns (endpoint, model_version, status)."""
+    from slipway.components.deploy import executor
+
+    a = arguments
+    with Step("deploy", parameters(a), a["lineage_store"], fact=fact) as step:
+        step.input("model", "Model", a["model"])
+        step.input("blessing", "ModelBlessing", a["blessing"])
+        record = executor.run(a["model"].path, a["blessing"].path, a["examples"].path, a["deployment"].path,
+                              a["model_name"], a["model_base"], backend=a["backend"], cluster=a["cluster"],
+                              keep_serving=a["keep_serving"], port=a["port"], smoke_rows=a["smoke_rows"],
+                              run_id=step.run_id)
+        step.output("deployment", "Deployment", a["deployment"], record)
+    return (record.get("endpoint") or "", int(record.get("model_version") or 0), record["status"])
+
+
+def fact(outputs: dict, params: dict) -> str:
+    """The served version and where, or why nothing was deployed."""
+    meta = outputs["deployment"]
+    if not meta.get("endpoint"):
+        return f"{meta.get('status')}: {meta.get('reason', '')}"
+    return f"{meta.get('model_name')} version {meta.get('model_version')} {meta.get('status')} at {meta['endpoint']}"

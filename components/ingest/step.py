@@ -1,0 +1,59 @@
+"""The ingest step as KFP runs it (component.py hands it its arguments): the executor inside a Step, the raw files
+recorded as inputs with their hashes, the examples' metadata, and the step's console line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slipway.core.step import Step, parameters
+from slipway.core.step_facts import decoded
+
+
+def run(arguments: dict[str, Any]) -> None:
+    """Read the data into TFRecord examples per split (executor.run) and record it."""
+    from slipway.components.ingest import executor
+
+    a, examples = arguments, arguments["examples"]
+    with Step("ingest", parameters(a), a["lineage_store"], fact=fact) as step:
+        meta = executor.run(a["data"], examples.path, a["label"], key=a["key"], splits=a["splits"],
+                            rows_per_shard=a["rows_per_shard"], data_format=a["data_format"],
+                            image_size=a["image_size"], task=a["task"])
+        for source in meta["sources"]:  # an image folder is one source: the folder with its tree hash
+            step.input_file("data", "RawData", source["path"], sha256=source["sha256"])
+        step.output("examples", "Examples", examples, meta)
+
+
+def fact(outputs: dict, params: dict) -> str:
+    """Rows per split, the task and classes, and the rows skipped with why."""
+    meta = outputs["examples"]
+    order = {"train": 0, "eval": 1}
+    splits = ", ".join(f"{count:,} {split}" for split, count in
+                       sorted(meta["splits"].items(), key=lambda item: (order.get(item[0], 2), item[0])))
+    text = f"{splits} rows"
+    if meta.get("task"):
+        text += f"; {meta['task']}"
+    if meta.get("num_classes"):
+        text += f" ({meta['num_classes']} classes)"
+    skipped = skipped_rows(meta)
+    if not skipped:
+        return text
+    reasons = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in skipped.items())
+    total = sum(skipped.values())
+    return text + f"; {total:,} row{'s' if total != 1 else ''} skipped ({reasons})"
+
+
+def skipped_rows(meta: dict[str, Any]) -> dict[str, int]:
+    """The rows (images, records) ingest left out, per reason, most first: `missing_label` (a CSV, Parquet or
+    TFRecord row without a label) and the reasons an image was skipped (`truncated`, `not_an_image`...).
+
+    Args:
+        meta: ingest's examples metadata (examples_meta.json, or as lineage recorded it).
+
+    Returns:
+        {reason: count} of the reasons with a count, in decreasing count (then name) order; empty when none.
+    """
+    counts = {str(reason): int(count) for reason, count in (decoded(meta.get("skipped")) or {}).items()}
+    missing = int(meta.get("rows_missing_label") or 0)
+    if missing:
+        counts["missing_label"] = counts.get("missing_label", 0) + missing
+    return dict(sorted(((r, c) for r, c in counts.items() if c), key=lambda item: (-item[1], item[0])))
