@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from slipway.components.deploy import inference_service  # noqa: F401  (registers its rule: launcher.RULES)
-from slipway.components.tune import katib
+from slipway.components.tune import katib, katib_cluster, katib_results
 from slipway.core import launcher, mpijob
 from slipway.core.testing_apiserver import service_account_username
 
@@ -252,7 +252,7 @@ def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_reco
 
     def run_search():
         try:
-            outcome["result"] = katib.run_on_cluster(
+            outcome["result"] = katib_cluster.run_on_cluster(
                 SEARCH_SPEC, name, NAMESPACE, trial_settings(name),
                 reference_file=str(tmp_path / "ref.json"), timeout_s=120,
                 client=KubeClient(k8s.CustomObjectsApi(sa_api), k8s.CoreV1Api(sa_api)),
@@ -270,7 +270,7 @@ def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_reco
     for trial, (rate, dim, batch, auc) in values.items():
         custom.create_namespaced_custom_object("kubeflow.org", "v1beta1", NAMESPACE, "trials", {
             "apiVersion": "kubeflow.org/v1beta1", "kind": "Trial",
-            "metadata": {"name": f"{name}-{trial}", "labels": {katib.EXPERIMENT_LABEL: name}},
+            "metadata": {"name": f"{name}-{trial}", "labels": {katib_results.EXPERIMENT_LABEL: name}},
             "spec": {"parameterAssignments": [{"name": "learning_rate", "value": rate},
                                               {"name": "embedding_dim", "value": dim},
                                               {"name": "batch_size", "value": batch}]}})

@@ -135,13 +135,13 @@ def test_compiled_yaml_has_no_machine_paths_or_credentials():
 def test_example_manifests_pass_the_upstream_schemas_and_admission_rules():
     import yaml
 
-    from slipway.components.tune import katib
+    from slipway.components.tune import katib_admission
     from slipway.core import mpijob
 
     job = yaml.safe_load((ROOT / "manifests" / "mpijob-example.yaml").read_text())
     experiment = yaml.safe_load((ROOT / "manifests" / "katib-experiment-example.yaml").read_text())
     assert mpijob.operator_errors(job) == []
-    assert katib.admission_errors(experiment) == []
+    assert katib_admission.admission_errors(experiment) == []
     from slipway.render import crd_validator
 
     crd = upstream.path("mpijob-crd")

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kubernetes.client.exceptions import ApiException
 
 import slipway  # noqa: F401
-from slipway.components.tune import katib
-from slipway.components.tune.katib import TrialSettings, admission_errors, render_experiment
+from slipway.components.tune import katib, katib_cluster
+from slipway.components.tune.katib import TrialSettings, render_experiment
+from slipway.components.tune.katib_admission import admission_errors
 from slipway.core import launcher, mpijob, upstream
 from slipway.core.errors import SlipwayError
 from slipway.core.mpijob import ObjectStore, Pvc
+from slipway.core.testing_launcher import FakeApiServer
 from slipway.render import add_render_parser, crd_validator, run_render
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -361,39 +362,6 @@ FAILED = {"startTime": T0, "completionTime": "2026-07-10T09:20:00Z",
           "failedTrialList": ["t-1", "t-2", "t-4"], "succeededTrialList": ["t-3"]}
 
 
-class FakeApiServer:
-    """Experiments in memory: 404 -> None, 409 on a second create, each read moves the status one step on."""
-
-    def __init__(self, script):
-        self.script, self.objects, self.steps, self.calls = list(script), {}, {}, []
-
-    def get(self, ref):
-        self.calls.append(("get", ref.name))
-        key = (ref.namespace, ref.name)
-        if key not in self.objects:
-            return None
-        self.steps[key] = min(self.steps[key] + 1, len(self.script) - 1)
-        self.objects[key]["status"] = copy.deepcopy(self.script[self.steps[key]])
-        return copy.deepcopy(self.objects[key])
-
-    def create(self, body):
-        self.calls.append(("create", body["metadata"]["name"]))
-        key = (body["metadata"]["namespace"], body["metadata"]["name"])
-        if key in self.objects:
-            raise ApiException(status=409, reason="AlreadyExists")
-        obj = copy.deepcopy(body)
-        obj["metadata"].update(uid=f"uid-{len(self.objects)}", resourceVersion="1")
-        self.objects[key], self.steps[key] = obj, -1
-        return copy.deepcopy(obj)
-
-    def delete(self, ref):
-        self.calls.append(("delete", ref.name))
-        self.objects.pop((ref.namespace, ref.name), None)
-
-    def primary_log_tail(self, ref, selector, lines):
-        return ""
-
-
 @pytest.fixture
 def poll():
     clock = {"now": 0.0}
@@ -406,7 +374,7 @@ def poll():
 
 def run(server, tmp_path, poll, **kwargs):
     kwargs.setdefault("delete_policy", "on_success")
-    return katib.run_on_cluster(SPEC, name(), "ml", S3, client=server, reference_file=str(tmp_path / "exp.ref"),
+    return katib_cluster.run_on_cluster(SPEC, name(), "ml", S3, client=server, reference_file=str(tmp_path / "exp.ref"),
                                 timeout_s=7200, poll=poll, **kwargs)
 
 

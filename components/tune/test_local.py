@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import slipway  # noqa: F401
-from slipway.components.tune.local import parse_metrics, run_local_search, run_search
+from slipway.components.tune.local import run_local_search, run_search
+from slipway.components.tune.local_trial import parse_metrics
 from slipway.components.tune.report import metrics_for_kfp, trials_html
 from slipway.core.errors import SlipwayError
 
