@@ -20,7 +20,8 @@ from slipway.components.deploy import inference_service as isvc
 from slipway.components.deploy.inference_service import ServingSettings, parse_settings
 from slipway.core import cluster, launcher, upstream
 from slipway.core.errors import SlipwayError
-from slipway.core.test_launcher import FakeApiServer, PodKilled, isvc_status
+from slipway.core.test_launcher import PodKilled, isvc_status
+from slipway.core.testing_launcher import FakeApiServer
 from slipway.render import add_render_parser, crd_validator, run_render
 
 S3_BASE = "s3://mlpipeline/serving/taxi"

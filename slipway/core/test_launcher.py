@@ -16,13 +16,11 @@ import os
 import signal
 import threading
 import time
-import uuid
 from pathlib import Path
 from unittest import mock
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes.client.exceptions import ApiException
 
 import slipway  # noqa: F401
 from slipway.components.deploy import inference_service
@@ -36,166 +34,13 @@ from slipway.core.errors import (
     SlipwayError,
 )
 from slipway.core.launcher import Poll, ResourceRef, StatusMatch
+from slipway.core.testing_launcher import TESTDATA, FakeApiServer, api_error, status
 
 KSERVE_INFERENCE_SERVICE = inference_service.KSERVE_INFERENCE_SERVICE
 MPIJOB = mpijob.MPIJOB
 
-TESTDATA = Path(__file__).parent / "testdata"
-
-
-def status(name: str) -> dict:
-    return json.loads((TESTDATA / f"mpijob_{name}.json").read_text())["status"]
-
-
 def isvc_status(name: str) -> dict:
     return json.loads((TESTDATA / f"inferenceservice_{name}.json").read_text())["status"]
-
-
-def api_error(code: int, reason: str, message: str = "") -> ApiException:
-    exc = ApiException(status=code, reason=reason)
-    exc.body = json.dumps({"kind": "Status", "status": "Failure", "message": message, "reason": reason, "code": code})
-    return exc
-
-
-class FakeApiServer:
-    """One kind's namespaced objects in memory; each get of an existing object lets the controller move its status.
-
-    controller: called with the stored object on every get (it may change status); default: the next step of
-    script. writes: every object create/replace stored, in order.
-    """
-
-    def __init__(self, script=("created", "running", "succeeded"), log_text: str = "", controller=None):
-        self.script = [status(s) for s in script]
-        self.controller = controller
-        self.objects: dict[tuple[str, str], dict] = {}
-        self.steps: dict[tuple[str, str], int] = {}
-        self.calls: list[tuple[str, str]] = []
-        self.writes: list[dict] = []
-        self.log_text = log_text
-        self.log_requests: list[tuple[dict, int]] = []
-        self.errors: dict[str, list[Exception]] = {"get": [], "create": [], "replace": [], "delete": []}
-        self.on_get = None
-        self.before_create = None
-        self.before_replace = None
-        self.prune = None  # called with each object written: drop what the CRD's schema does not know
-        self.revision = 0
-        self.created_at = ""  # creationTimestamp of the objects it stores (default: now)
-        self.lock = threading.RLock()  # a test thread may play the controller
-
-    # the API -------------------------------------------------------------------------------------------------
-    def get(self, ref: ResourceRef):
-        self.calls.append(("get", ref.name))
-        if self.on_get:
-            self.on_get(ref)
-        self._maybe_fail("get")
-        key = (ref.namespace, ref.name)
-        with self.lock:
-            if key not in self.objects:
-                return None
-            self._reconcile(key)
-            return copy.deepcopy(self.objects[key])
-
-    def create(self, body: dict) -> dict:
-        self.calls.append(("create", body["metadata"]["name"]))
-        if self.before_create:
-            self.before_create(body)
-        self._maybe_fail("create")
-        key = (body["metadata"]["namespace"], body["metadata"]["name"])
-        with self.lock:
-            if key in self.objects:
-                raise api_error(409, "AlreadyExists", f'{body["kind"].lower()}s "{key[1]}" already exists')
-            return copy.deepcopy(self.store(body))
-
-    def replace(self, body: dict) -> dict:
-        meta = body["metadata"]
-        self.calls.append(("replace", meta["name"]))
-        if self.before_replace:
-            self.before_replace(body)
-        self._maybe_fail("replace")
-        key = (meta["namespace"], meta["name"])
-        with self.lock:
-            stored = self.objects.get(key)
-            if stored is None:
-                raise api_error(404, "NotFound", f'"{key[1]}" not found')
-            if not meta.get("resourceVersion"):
-                raise api_error(422, "Invalid", "metadata.resourceVersion: Invalid value: 0x0: must be specified "
-                                                "for an update")
-            if meta.get("uid") and meta["uid"] != stored["metadata"]["uid"]:
-                raise api_error(409, "Conflict", "Precondition failed: UID in precondition does not match")
-            if meta["resourceVersion"] != stored["metadata"]["resourceVersion"]:
-                raise api_error(409, "Conflict", f'Operation cannot be fulfilled on "{key[1]}": the object has been '
-                                                 f'modified; please apply your changes to the latest version and try '
-                                                 f'again')
-            new = copy.deepcopy(body)
-            new.pop("status", None)
-            if "status" in stored:  # the status subresource: a PUT of the object never changes status
-                new["status"] = copy.deepcopy(stored["status"])
-            kept = {k: stored["metadata"][k] for k in ("uid", "creationTimestamp", "generation", "resourceVersion")}
-            new["metadata"].update(kept)
-            if self.prune:
-                self.prune(new)
-            if new == stored:
-                return copy.deepcopy(stored)  # a no-op write changes nothing, not even resourceVersion
-            if new.get("spec") != stored.get("spec"):
-                new["metadata"]["generation"] = stored["metadata"]["generation"] + 1
-            new["metadata"]["resourceVersion"] = self._next_revision()
-            self.objects[key] = new
-            self.writes.append(copy.deepcopy(new))
-            return copy.deepcopy(new)
-
-    def delete(self, ref: ResourceRef) -> None:
-        self.calls.append(("delete", ref.name))
-        self._maybe_fail("delete")
-        with self.lock:
-            self.objects.pop((ref.namespace, ref.name), None)
-
-    def primary_log_tail(self, ref: ResourceRef, selector: dict, lines: int) -> str:
-        self.log_requests.append((selector, lines))
-        return "\n".join(self.log_text.splitlines()[-lines:])
-
-    # helpers -------------------------------------------------------------------------------------------------
-    def store(self, body: dict, step: int = -1, status: dict | None = None) -> dict:
-        obj = copy.deepcopy(body)
-        obj["metadata"].update(uid=str(uuid.uuid4()), resourceVersion=self._next_revision(), generation=1,
-                               creationTimestamp=self.created_at or _utc_now())
-        obj.pop("status", None)
-        if self.prune:
-            self.prune(obj)
-        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-        self.objects[key] = obj
-        self.steps[key] = step
-        if step >= 0:
-            obj["status"] = copy.deepcopy(self.script[step])
-        if status is not None:
-            obj["status"] = copy.deepcopy(status)
-        self.writes.append(copy.deepcopy(obj))
-        return obj
-
-    def set_status(self, key, status: dict) -> None:
-        """A controller's status write: only status changes, resourceVersion moves."""
-        with self.lock:
-            obj = self.objects[key]
-            if obj.get("status") != status:
-                obj["status"] = copy.deepcopy(status)
-                obj["metadata"]["resourceVersion"] = self._next_revision()
-
-    def _reconcile(self, key):
-        if self.controller is not None:
-            self.controller(self, key)
-            return
-        self.steps[key] = min(self.steps[key] + 1, len(self.script) - 1)
-        self.set_status(key, self.script[self.steps[key]])
-
-    def _next_revision(self) -> str:
-        self.revision += 1
-        return str(self.revision)
-
-    def _maybe_fail(self, method: str):
-        if self.errors[method]:
-            raise self.errors[method].pop(0)
-
-    def count(self, method: str) -> int:
-        return sum(1 for m, _ in self.calls if m == method)
 
 
 class FakeClock:
@@ -209,10 +54,6 @@ class FakeClock:
 
     def __call__(self):
         return self.now
-
-
-def _utc_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def mpijob_body(name="train-abc", run_id="run-1", task="train") -> dict:
