@@ -103,3 +103,28 @@ def test_every_package_folder_is_in_the_wheel():
             relative = init.parent.relative_to(ROOT / folder).parts
             found.add(".".join([package, *relative]))
     assert found - listed == set()
+
+
+def test_the_wheel_ships_no_tests_and_no_test_support(tmp_path):
+    """setup.py leaves test_*.py, testing*.py and conftest.py out of the wheel; every package module else is in."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    source = tmp_path / "source"  # a copy, as the runtime image's build has it: the build writes beside its sources
+    source.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    for folder in FOLDERS:
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
+                    str(source), "-w", str(tmp_path)], check=True, cwd=tmp_path, timeout=300)
+    (wheel,) = tmp_path.glob("slipway-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped = [name for name in names if name.endswith(".py") and Path(name).name.startswith(("test_", "testing"))]
+    assert shipped == [] and not any(name.endswith("conftest.py") for name in names)
+    for _, module in _production_modules():
+        parts = module.split(".")
+        path = "/".join(parts) + ".py"
+        assert path in names or "/".join(parts) + "/__init__.py" in names, module
