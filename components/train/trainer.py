@@ -171,22 +171,32 @@ def train(
     transformed_spec = tft_output.transformed_feature_spec()
     if plan.label not in transformed_spec:
         raise SlipwayError(f"transform graph {transform_graph_dir}: label '{plan.label}' is not a transformed feature")
-    raw_spec = tft_output.raw_feature_spec()
-
     train_ds = _dataset(plan.train_files, transformed_spec, plan, hparams, rank, size, shuffle=True)
-    eval_ds = (
-        _dataset(plan.eval_files, transformed_spec, plan, hparams, rank, size, shuffle=False)
-        if plan.validation_steps
-        else None
-    )
+    eval_ds = (_dataset(plan.eval_files, transformed_spec, plan, hparams, rank, size, shuffle=False)
+               if plan.validation_steps else None)
     model = build_model(module, dict(hparams), tft_output, plan.label, plan.num_classes, plan.task, module_file)
     _check_model(model, module_file)
     check_output(model, plan.task, module_file)
-    callbacks = _distribute(model, hvd, hparams, plan) if size > 1 else []
+    fitted = _fit(model, hvd, hparams, plan, train_ds, eval_ds, tensorboard_dir,
+                  (checkpoint_dir, fingerprint(module_file, hparams, transformed_examples_dir)))
+    if digest_dir:
+        storage.write_text(storage.join(digest_dir, f"weights-rank{rank}.sha256"), weights_digest(model) + "\n")
+    result = {"hyperparameters": hparams, **fitted}
+    if rank == 0 and export:
+        _export_with_meta(model, tft_output, transform_graph_dir, plan, model_dir, result, started)
+    return result
 
-    checkpoint, manager, initial_epoch = _checkpointing(
-        model, checkpoint_dir, fingerprint(module_file, hparams, transformed_examples_dir), rank
-    )
+
+def _fit(model, hvd, hparams: dict, plan, train_ds, eval_ds, tensorboard_dir: str,
+         checkpoints: tuple[str, str]) -> dict:
+    """Keras fit from the last checkpoint (if any), with Horovod's and our callbacks; the run's numbers.
+    checkpoints: (the folder, the run's fingerprint), see _checkpointing."""
+    import tensorflow as tf
+
+    rank, size = hvd.rank(), hvd.size()
+    callbacks = _distribute(model, hvd, hparams, plan) if size > 1 else []
+    # after _distribute: the checkpoint holds the optimizer Horovod's re-compile installed
+    checkpoint, manager, initial_epoch = _checkpointing(model, *checkpoints, rank)
     if rank == 0 and tensorboard_dir:  # none: no TensorBoard logs
         callbacks.append(tf.keras.callbacks.TensorBoard(log_dir=tensorboard_dir, update_freq="epoch", profile_batch=0))
     steps = _StepTimer(rank, hparams["epochs"])
@@ -195,51 +205,42 @@ def train(
         callbacks.append(_CheckpointEachEpoch(checkpoint, manager, rank))
     if initial_epoch:
         print(f"train: rank {rank} resumes after epoch {initial_epoch} from {manager.latest_checkpoint}", flush=True)
-
-    history = model.fit(
-        train_ds,
-        validation_data=eval_ds,
-        epochs=hparams["epochs"],
-        initial_epoch=initial_epoch,
-        steps_per_epoch=plan.steps_per_epoch,
-        validation_steps=plan.validation_steps or None,
-        callbacks=callbacks,
-        verbose=0,
-    )
-    metrics = {name: float(values[-1]) for name, values in history.history.items() if values}
-    if digest_dir:
-        storage.write_text(storage.join(digest_dir, f"weights-rank{rank}.sha256"), weights_digest(model) + "\n")
-    result = {
-        "hyperparameters": hparams,
-        "metrics": metrics,
+    history = model.fit(train_ds, validation_data=eval_ds, epochs=hparams["epochs"], initial_epoch=initial_epoch,
+                        steps_per_epoch=plan.steps_per_epoch, validation_steps=plan.validation_steps or None,
+                        callbacks=callbacks, verbose=0)
+    return {
+        "metrics": {name: float(values[-1]) for name, values in history.history.items() if values},
         "workers": size,
         "initial_epoch": initial_epoch,
         "train_steps": steps.count,
         "steps_per_second": round(steps.count / steps.seconds, 3) if steps.seconds > 0 else 0.0,
         "samples_per_second": round(steps.count * hparams["batch_size"] * size / steps.seconds, 1)
-        if steps.seconds > 0
-        else 0.0,
+        if steps.seconds > 0 else 0.0,
     }
-    if rank == 0 and export:
-        features = serving_features(transform_graph_dir, raw_spec, plan.label)
-        has_raw = _export(model, tft_output, {n: raw_spec[n] for n in features}, plan.label, model_dir,
-                          regression=plan.task == REGRESSION)
-        result["seconds"] = round(time.monotonic() - started, 3)
-        write_json(
-            storage.join(model_dir, MODEL_META),
-            {
-                "label": plan.label,
-                "task": plan.task,
-                "num_classes": plan.num_classes,
-                "label_classes": plan.label_classes,
-                "raw_features": features,
-                "final_metrics": metrics,
-                "serving": {"signature": "serving_default", "input": SERVING_INPUT, "output": SERVING_OUTPUT,
-                            "raw_signature": RAW_SIGNATURE if has_raw else None},
-                **{k: v for k, v in result.items() if k != "metrics"},
-            },
-        )
-    return result
+
+
+def _export_with_meta(model, tft_output, transform_graph_dir: str, plan, model_dir: str, result: dict,
+                      started: float) -> None:
+    """Rank 0: the serving SavedModel and its model_meta.json (what serving and evaluate read)."""
+    raw_spec = tft_output.raw_feature_spec()
+    features = serving_features(transform_graph_dir, raw_spec, plan.label)
+    has_raw = _export(model, tft_output, {n: raw_spec[n] for n in features}, plan.label, model_dir,
+                      regression=plan.task == REGRESSION)
+    result["seconds"] = round(time.monotonic() - started, 3)
+    write_json(
+        storage.join(model_dir, MODEL_META),
+        {
+            "label": plan.label,
+            "task": plan.task,
+            "num_classes": plan.num_classes,
+            "label_classes": plan.label_classes,
+            "raw_features": features,
+            "final_metrics": result["metrics"],
+            "serving": {"signature": "serving_default", "input": SERVING_INPUT, "output": SERVING_OUTPUT,
+                        "raw_signature": RAW_SIGNATURE if has_raw else None},
+            **{k: v for k, v in result.items() if k != "metrics"},
+        },
+    )
 
 
 def serving_features(transform_graph_dir: str, raw_spec: dict, label: str) -> list[str]:

@@ -17,7 +17,9 @@ import tempfile
 import time
 import traceback
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 from slipway.core import beam as beam_options
@@ -173,20 +175,19 @@ def _count_records(folder: Path) -> int:
     return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
 
 
-def run(
-    examples_dir: str,
-    schema_dir: str,
-    module_file: str,
-    transform_graph_dir: str,
-    transformed_examples_dir: str,
-    beam_pipeline_args: Sequence[str] | str | None = None,
-) -> dict:
-    """Analyse on the train split, transform every split; return split counts, feature names and the Beam setup.
+@dataclass(frozen=True)
+class _Inputs:
+    """What transform reads before Beam starts, each checked: a bad input is refused before any work."""
 
-    beam_pipeline_args: Beam options as TFX takes them (a list, a JSON list or one shell-quoted string); empty
-    picks in-process or one worker process per core by the row count (slipway.core.beam).
-    """
-    started = time.monotonic()
+    preprocessing_fn: Any
+    schema: Any
+    meta: dict
+    label: str | None
+    splits: list[str]
+    raw_feature_spec: dict
+
+
+def _read_inputs(examples_dir: str, schema_dir: str, module_file: str) -> _Inputs:
     module = load_module(module_file, required=("preprocessing_fn",))
     _pickled_by_value(module)
     schema = load_schema(schema_dir)
@@ -208,67 +209,95 @@ def run(
         raise SlipwayError(f"schema {schema_dir}: the label '{label}' is not in the schema")
     if label:
         _check_label_passthrough(preprocessing_fn, raw_feature_spec, label, module_file)
-    rows = sum(int(count) for count in (meta.get("splits") or {}).values()) or None
+    return _Inputs(preprocessing_fn, schema, meta, label, splits, raw_feature_spec)
+
+
+def run(
+    examples_dir: str,
+    schema_dir: str,
+    module_file: str,
+    transform_graph_dir: str,
+    transformed_examples_dir: str,
+    beam_pipeline_args: Sequence[str] | str | None = None,
+) -> dict:
+    """Analyse on the train split, transform every split; return split counts, feature names and the Beam setup.
+
+    beam_pipeline_args: Beam options as TFX takes them (a list, a JSON list or one shell-quoted string); empty
+    picks in-process or one worker process per core by the row count (slipway.core.beam).
+    """
+    started = time.monotonic()
+    inputs = _read_inputs(examples_dir, schema_dir, module_file)
+    rows = sum(int(count) for count in (inputs.meta.get("splits") or {}).values()) or None
     beam_choice = beam_options.choose("transform", beam_pipeline_args, rows)
-
-    with staged_output(transform_graph_dir) as graph_out, staged_output(transformed_examples_dir) as data_out, \
-            beam_storage.WorkerPaths(beam_choice, "transform") as paths:
-        analysis_args = beam_choice.analysis_args()
-        analysis = "analyzing train in process, transforming" if analysis_args != beam_choice.args else \
-            "analyzing train and transforming"
-        progress.say(f"transform {analysis} {', '.join(splits)} on {beam_choice.describe()}")
-        with analysis_folder(examples_dir, schema, module_file) as local_temp, \
-                beam_storage.runner_failures(beam_choice, f"examples {examples_dir}"):
-            temp_root = paths.output(local_temp, "tft-temp")
-            graph_written = paths.output(graph_out, "transform-graph")
-            _analyze(preprocessing_fn, schema, paths.folder(examples_dir), graph_written, temp_root, analysis_args)
-            paths.collect(graph_written, graph_out)
-            _settle_graph(schema, graph_out)
-            data_written = paths.output(data_out, "transformed-examples")
-            _transform_splits(schema, paths.folder(examples_dir), splits, paths.written(graph_out), data_written,
-                              temp_root, beam_choice.args)
-            paths.collect(data_written, data_out)
-        for split in splits:
-            _name_shards(split_dir(data_out, split))
-
+    with staged_output(transform_graph_dir) as graph_out, staged_output(transformed_examples_dir) as data_out:
+        _run_beam(inputs, beam_choice, examples_dir, module_file, graph_out, data_out)
         import tensorflow_transform as tft
 
-        tft_output = tft.TFTransformOutput(str(graph_out))
-        transformed_spec = tft_output.transformed_feature_spec()
-        if label and label not in transformed_spec:
-            raise SlipwayError(f"module file {module_file}: preprocessing_fn must pass the label '{label}' through")
-        counts = {split: _count_records(split_dir(data_out, split)) for split in splits}
-        write_json(
-            Path(graph_out) / TRANSFORM_INFO,
-            {
-                "label": label,
-                "raw_features": sorted(raw_feature_spec),
-                "transform_input_columns": _transform_inputs(preprocessing_fn, raw_feature_spec),
-                "transformed_features": sorted(transformed_spec),
-            },
-        )
-        columns = {name: _spec_kind(spec) for name, spec in sorted(transformed_spec.items())}
-        write_json(
-            Path(data_out) / EXAMPLES_META,
-            {
-                "format": "tfrecord_gzip_tf_example",
-                "splits": counts,
-                "label": label,
-                "task": task_of(meta, f"examples {examples_dir}"),
-                "label_classes": meta.get("label_classes", []),
-                "num_classes": meta.get("num_classes", len(meta.get("label_classes", []))),
-                "columns": columns,
-                "transformed": True,
-            },
-        )
-
+        transformed_spec = tft.TFTransformOutput(str(graph_out)).transformed_feature_spec()
+        if inputs.label and inputs.label not in transformed_spec:
+            raise SlipwayError(f"module file {module_file}: preprocessing_fn must pass the label '{inputs.label}' "
+                               "through")
+        counts = {split: _count_records(split_dir(data_out, split)) for split in inputs.splits}
+        _write_facts(inputs, transformed_spec, counts, examples_dir, graph_out, data_out)
     return {
         "splits": counts,
         "transformed_features": sorted(transformed_spec),
-        "raw_features": sorted(raw_feature_spec),
+        "raw_features": sorted(inputs.raw_feature_spec),
         "beam": beam_choice.facts(),
         "seconds": round(time.monotonic() - started, 3),
     }
+
+
+def _run_beam(inputs: _Inputs, beam_choice, examples_dir: str, module_file: str, graph_out, data_out) -> None:
+    """TFT's analysis on train, then every split transformed, on the chosen runner; the shards named as ours."""
+    with beam_storage.WorkerPaths(beam_choice, "transform") as paths:
+        analysis_args = beam_choice.analysis_args()
+        analysis = "analyzing train in process, transforming" if analysis_args != beam_choice.args else \
+            "analyzing train and transforming"
+        progress.say(f"transform {analysis} {', '.join(inputs.splits)} on {beam_choice.describe()}")
+        with analysis_folder(examples_dir, inputs.schema, module_file) as local_temp, \
+                beam_storage.runner_failures(beam_choice, f"examples {examples_dir}"):
+            temp_root = paths.output(local_temp, "tft-temp")
+            graph_written = paths.output(graph_out, "transform-graph")
+            _analyze(inputs.preprocessing_fn, inputs.schema, paths.folder(examples_dir), graph_written, temp_root,
+                     analysis_args)
+            paths.collect(graph_written, graph_out)
+            _settle_graph(inputs.schema, graph_out)
+            data_written = paths.output(data_out, "transformed-examples")
+            _transform_splits(inputs.schema, paths.folder(examples_dir), inputs.splits, paths.written(graph_out),
+                              data_written, temp_root, beam_choice.args)
+            paths.collect(data_written, data_out)
+    for split in inputs.splits:
+        _name_shards(split_dir(data_out, split))
+
+
+def _write_facts(inputs: _Inputs, transformed_spec: dict, counts: dict, examples_dir: str, graph_out,
+                 data_out) -> None:
+    """The graph's transform info (train and serving read it) and the transformed examples' metadata."""
+    meta = inputs.meta
+    write_json(
+        Path(graph_out) / TRANSFORM_INFO,
+        {
+            "label": inputs.label,
+            "raw_features": sorted(inputs.raw_feature_spec),
+            "transform_input_columns": _transform_inputs(inputs.preprocessing_fn, inputs.raw_feature_spec),
+            "transformed_features": sorted(transformed_spec),
+        },
+    )
+    columns = {name: _spec_kind(spec) for name, spec in sorted(transformed_spec.items())}
+    write_json(
+        Path(data_out) / EXAMPLES_META,
+        {
+            "format": "tfrecord_gzip_tf_example",
+            "splits": counts,
+            "label": inputs.label,
+            "task": task_of(meta, f"examples {examples_dir}"),
+            "label_classes": meta.get("label_classes", []),
+            "num_classes": meta.get("num_classes", len(meta.get("label_classes", []))),
+            "columns": columns,
+            "transformed": True,
+        },
+    )
 
 
 def _pickled_by_value(module) -> None:

@@ -344,15 +344,7 @@ def run(
     default_drift = None if default_drift_threshold is None else _threshold("default_drift_threshold",
                                                                             default_drift_threshold)
     beam_args = beam_options.parse_args(beam_pipeline_args)
-
-    if not Path(examples_dir).is_dir():
-        raise SlipwayError(f"examples {examples_dir}: not found")
-    splits = artifacts.split_names(examples_dir)
-    if TRAIN not in splits:
-        found = ", ".join(splits) if splits else "none"
-        raise SlipwayError(f"examples {examples_dir}: no '{TRAIN}' split (Split-{TRAIN}/ missing; splits found: "
-                           f"{found})")
-    splits = [TRAIN] + [s for s in splits if s != TRAIN]
+    splits = _train_first_splits(examples_dir)
     meta_path = Path(examples_dir) / artifacts.EXAMPLES_META
     meta = artifacts.examples_meta(examples_dir) if meta_path.exists() else {}
 
@@ -364,28 +356,52 @@ def run(
     counts = {split: int(stats[split].datasets[0].num_examples) for split in splits}
     if counts[TRAIN] == 0:
         raise SlipwayError(f"examples {examples_dir}: split '{TRAIN}' has no examples")
-
     if user_schema is not None:
         schema, source = user_schema, "user"
     else:
         schema, source = tfdv.infer_schema(stats[TRAIN], infer_feature_shape=True), "inferred"
-
     anomalies = _find_anomalies(schema, stats, user_schema is not None, skew, drift, default_drift)
-    blessed = not anomalies
-    short = [f"{a['split']}/{a['feature'] or '(dataset)'}: {a['short']}" for a in anomalies]
-
-    with artifacts.staged_output(statistics_dir) as out:
-        for split in splits:
-            folder = out / f"{artifacts.SPLIT_PREFIX}{split}"
-            folder.mkdir()
-            (folder / STATS_FILE).write_bytes(stats[split].SerializeToString())
-
+    _write_statistics(statistics_dir, splits, stats)
     ctx = {
         "examples_dir": str(examples_dir), "schema_source": source, "schema_file": schema_file,
         "allowed": bool(allow_anomalies), "anomalies": anomalies, "splits": counts, "label": meta.get("label"),
         "skew": skew, "drift": drift, "default_drift": default_drift, "features": report.feature_rows(schema, stats),
     }
     ctx["distributions"] = report.distributions(stats, [row["feature"] for row in ctx["features"]])
+    _write_reports(report_dir, ctx, anomalies, allow_anomalies)
+    _write_schema(schema_dir, schema, ctx, anomalies, allow_anomalies, examples_dir, report_dir)
+    return {
+        "splits": counts,
+        "num_features": len(schema.feature),
+        "anomalies": [f"{a['split']}/{a['feature'] or '(dataset)'}: {a['short']}" for a in anomalies],
+        "anomaly_count": len(anomalies),
+        "schema_source": source,
+        "blessed": not anomalies,
+        **how,
+    }
+
+
+def _train_first_splits(examples_dir: str) -> list[str]:
+    """The examples' splits, train first (the schema is inferred from it, the others are compared with it)."""
+    if not Path(examples_dir).is_dir():
+        raise SlipwayError(f"examples {examples_dir}: not found")
+    splits = artifacts.split_names(examples_dir)
+    if TRAIN not in splits:
+        found = ", ".join(splits) if splits else "none"
+        raise SlipwayError(f"examples {examples_dir}: no '{TRAIN}' split (Split-{TRAIN}/ missing; splits found: "
+                           f"{found})")
+    return [TRAIN] + [s for s in splits if s != TRAIN]
+
+
+def _write_statistics(statistics_dir: str, splits: list[str], stats: dict) -> None:
+    with artifacts.staged_output(statistics_dir) as out:
+        for split in splits:
+            folder = out / f"{artifacts.SPLIT_PREFIX}{split}"
+            folder.mkdir()
+            (folder / STATS_FILE).write_bytes(stats[split].SerializeToString())
+
+
+def _write_reports(report_dir: str, ctx: dict, anomalies: list[dict], allow_anomalies: bool) -> None:
     with artifacts.staged_output(report_dir) as out:
         (out / REPORT_MD).write_text(report.report_md(ctx), encoding="utf-8")
         (out / REPORT_HTML).write_text(report.report_html(ctx), encoding="utf-8")
@@ -393,8 +409,14 @@ def run(
             "anomalies": [{k: a[k] for k in ("split", "feature", "kind", "type", "short", "description")}
                           for a in anomalies],
             "allowed": bool(allow_anomalies),
-            "blessed": blessed,
+            "blessed": not anomalies,
         })
+
+
+def _write_schema(schema_dir: str, schema, ctx: dict, anomalies: list[dict], allow_anomalies: bool,
+                  examples_dir: str, report_dir: str) -> None:
+    """The schema, unless anomalies not allowed fail the step (then no schema output at all)."""
+    import tensorflow_data_validation as tfdv
 
     with artifacts.staged_output(schema_dir) as out:
         if anomalies and not allow_anomalies:
@@ -405,16 +427,6 @@ def run(
             # valid-looking schema is left behind.
             raise ValidationFailed(_failure_line(examples_dir, anomalies, report_dir))
         tfdv.write_schema_text(schema, os.path.join(out, artifacts.SCHEMA_FILE))
-
-    return {
-        "splits": counts,
-        "num_features": len(schema.feature),
-        "anomalies": short,
-        "anomaly_count": len(anomalies),
-        "schema_source": source,
-        "blessed": blessed,
-        **how,
-    }
 
 
 def _failure_line(examples_dir: str, anomalies: list[dict], report_dir: str) -> str:

@@ -271,10 +271,8 @@ def _pod_template(spec: MPIJobSpec, container: dict, labels: dict, placed: bool 
     return {"metadata": {"labels": dict(labels)}, "spec": pod}
 
 
-def render(spec: MPIJobSpec) -> dict:
-    """The MPIJob object for spec (validated first; SlipwayError on bad input)."""
-    validate(spec)
-    labels = owner_labels(spec.run_id, spec.task) if (spec.run_id or spec.task) else {}
+def _containers(spec: MPIJobSpec) -> tuple[dict, dict]:
+    """The launcher's container (mpirun, with the object store's credentials) and the workers' (sshd only)."""
     security = {"allowPrivilegeEscalation": False}
     launcher_env = _env(spec, with_credentials=True)
     launcher = {
@@ -293,27 +291,38 @@ def render(spec: MPIJobSpec) -> dict:
         "command": ["/usr/sbin/sshd", "-De", "-f", SSHD_CONFIG],
         "ports": [{"name": "ssh", "containerPort": SSH_PORT, "protocol": "TCP"}],
         # Ready only once sshd listens: the launcher (WaitForWorkersReady) starts when every worker is Ready, and
-        # a container that has merely started may refuse mpirun's first ssh, which fails the job (seen on the
-        # real operator; mpi-operator #386, #482)
+        # a container that has merely started may refuse mpirun's first ssh, which fails the job (seen on the real
+        # operator; mpi-operator #386, #482)
         "readinessProbe": {"tcpSocket": {"port": SSH_PORT}, "periodSeconds": 1, "failureThreshold": 1},
         "env": _env(spec, with_credentials=False),
         "resources": _container_resources("worker", spec.worker_resources),
         "securityContext": dict(security),
     }
-    policy = spec.run_policy
+    return launcher, worker
+
+
+def _run_policy(policy: RunPolicy) -> dict:
     run_policy = {"cleanPodPolicy": policy.clean_pod_policy}
     for key, value in (("ttlSecondsAfterFinished", policy.ttl_seconds_after_finished),
                        ("backoffLimit", policy.backoff_limit),
                        ("activeDeadlineSeconds", policy.active_deadline_seconds)):
         if value is not None:
             run_policy[key] = value
+    return run_policy
+
+
+def render(spec: MPIJobSpec) -> dict:
+    """The MPIJob object for spec (validated first; SlipwayError on bad input)."""
+    validate(spec)
+    labels = owner_labels(spec.run_id, spec.task) if (spec.run_id or spec.task) else {}
+    launcher, worker = _containers(spec)
     obj = {
         "apiVersion": API_VERSION,
         "kind": MPIJOB.kind,
         "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(labels)},
         "spec": {
             "slotsPerWorker": spec.slots_per_worker,
-            "runPolicy": run_policy,
+            "runPolicy": _run_policy(spec.run_policy),
             "mpiImplementation": "OpenMPI",
             "launcherCreationPolicy": "WaitForWorkersReady",
             "sshAuthMountPath": SSH_AUTH_MOUNT_PATH,

@@ -49,8 +49,6 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     <workdir>/logs/<run id>/<step>.log). Ctrl-C or SIGTERM stops every process the run started and ends with a
     summary whose status is "interrupted" (the CLI exits 130).
     """
-    import kfp.local
-
     # Our components do run in their own environment here: this process's, which is what the image holds.
     warnings.filterwarnings("ignore", message=".*custom or non-Python base image.*", category=RuntimeWarning)
     root = Path(workdir).resolve()
@@ -67,9 +65,31 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     console.say(f"run {run_id}: {pipeline} in {root} (step logs: {logs})")
     lifecycle.adopt_orphans()
     started = time.time()
-    failure = ""
-    interrupted: str | None = None
-    interrupted_by: str | None = None
+    try:
+        failure, interrupted, interrupted_by = _run_steps(pipeline_func, arguments, root, logs, console, containers,
+                                                          verbose)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    wall = time.time() - started
+    tasks = [task.replace("-", "_") for task in pipeline_func.pipeline_spec.root.dag.tasks]  # KFP dashes names
+    expected = [name for name in COMPONENTS if name in tasks] + [name for name in tasks if name not in COMPONENTS]
+    summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments, expected,
+                            interrupted=interrupted)
+    for name, path in console.logs.items():
+        if name in summary["steps"]:
+            summary["steps"][name]["log"] = str(path)
+    summary["logs"] = str(logs)
+    summary["interrupted_by"] = interrupted_by
+    atomic_write_text(root / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")  # steps in order
+    return summary
+
+
+def _run_steps(pipeline_func, arguments: dict[str, Any], root: Path, logs: Path, console: Console,
+               containers: ContainerSettings | None, verbose: bool) -> tuple[str, str | None, str | None]:
+    """kfp.local runs the pipeline; returns (the failure or "", the step interrupted, the signal that did it)."""
+    import kfp.local
+
+    failure, interrupted, interrupted_by = "", None, None
     try:
         with contextlib.ExitStack() as stack, interrupts_as_keyboard_interrupt():
             stack.enter_context(console_module.quiet_kfp(logs / "kfp-local.log", enabled=not verbose))
@@ -91,21 +111,9 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     finally:
         if failure:  # a failed or interrupted run leaves no process behind (a hung child included)
             console_module.stop_descendants()
-        shutil.rmtree(scratch, ignore_errors=True)
         if interrupted:
             lifecycle.install(signal.SIGINT, signal.default_int_handler)
-    wall = time.time() - started
-    tasks = [task.replace("-", "_") for task in pipeline_func.pipeline_spec.root.dag.tasks]  # KFP dashes names
-    expected = [name for name in COMPONENTS if name in tasks] + [name for name in tasks if name not in COMPONENTS]
-    summary = build_summary(lineage.open_store(lineage_uri), run_id, pipeline, wall, failure, arguments, expected,
-                            interrupted=interrupted)
-    for name, path in console.logs.items():
-        if name in summary["steps"]:
-            summary["steps"][name]["log"] = str(path)
-    summary["logs"] = str(logs)
-    summary["interrupted_by"] = interrupted_by
-    atomic_write_text(root / "summary.json", json.dumps(summary, indent=2, default=str) + "\n")  # steps in order
-    return summary
+    return failure, interrupted, interrupted_by
 
 
 def scratch_space(root: Path, run_id: str) -> Path:
