@@ -6,10 +6,12 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Model, Output
 
+from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@shared_descriptions
 def deploy(
     model: Input[Model],
     blessing: Input[Artifact],
@@ -43,8 +45,7 @@ def deploy(
             or by its pid in deployment.json).
         port: Local backend: port on 127.0.0.1 (0 picks a free one).
         smoke_rows: How many eval rows the smoke request sends (its answers must match the model's own).
-        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
-            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else none.
+        lineage_store: <shared>
 
     Returns:
         deployment: deployment.json: status, endpoint, model version and the reason when nothing was deployed.

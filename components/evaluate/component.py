@@ -4,10 +4,12 @@ arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the wor
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
 
+from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@shared_descriptions
 def evaluate(
     model: Input[Model],
     examples: Input[Dataset],
@@ -35,13 +37,8 @@ def evaluate(
             the module's eval_settings().
         baseline_model: SavedModel path/URI to compare against (resolve_baseline's answer); empty: none.
         split: The split to evaluate.
-        beam_pipeline_args: Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",
-            "--flink_master=host:8081", "--temp_location=s3://bucket/tmp"]: a runner whose workers run elsewhere
-            needs --temp_location, an object-store URI they share); empty runs Beam's DirectRunner in this step's
-            pod, in process or one worker process per core as the row count makes faster.
-        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
-            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
-            recorded (said once).
+        beam_pipeline_args: <shared>
+        lineage_store: <shared>
 
     Returns:
         evaluation: TFMA's evaluation output (metrics per slice, plots, validation result).

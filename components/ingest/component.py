@@ -4,10 +4,12 @@ arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the wor
 from kfp import dsl
 from kfp.dsl import Dataset, Output
 
+from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@shared_descriptions
 def ingest(
     data: str,
     label: str,
@@ -40,9 +42,7 @@ def ingest(
         task: auto, classification or regression. auto: a string (or boolean) label is classification; numbers
             with a non-integer value are regression; integers are classification with at most 20 distinct
             values, else regression. Images and CIFAR-10 are classification.
-        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
-            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
-            recorded (said once).
+        lineage_store: <shared>
 
     Returns:
         examples: Gzip TFRecord shards of tf.Example per split (Split-<name>/) and examples_meta.json (row counts

@@ -4,10 +4,12 @@ arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the wor
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Model, Output
 
+from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@shared_descriptions
 def train(
     transformed_examples: Input[Dataset],
     transform_graph: Input[Artifact],
@@ -42,9 +44,7 @@ def train(
             (see the component README).
         trainer_image: The MPIJob pods' image when `cluster` names none; the pipelines pass the trainer image
             pinned by digest at compile time.
-        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
-            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
-            recorded (said once).
+        lineage_store: <shared>
 
     Returns:
         model: The serving SavedModel (signatures serving_default and serving_raw): class probabilities, or for

@@ -4,10 +4,12 @@ arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the wor
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Metrics, Output
 
+from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+@shared_descriptions
 def tune(
     transformed_examples: Input[Dataset],
     transform_graph: Input[Artifact],
@@ -42,9 +44,7 @@ def tune(
         trial_timeout_s: Seconds before a trial is stopped; 0 means no limit.
         trainer_image: The Katib trials' image when `cluster` names none; the pipelines pass the trainer image
             pinned by digest.
-        lineage_store: The ML Metadata store to record lineage to (grpc://host:port on a cluster,
-            sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is
-            recorded (said once).
+        lineage_store: <shared>
 
     Returns:
         Output: The base hyperparameters merged with the best parameters, as a JSON string for the train step.
