@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from slipway.components.ingest import executor
+from slipway.components.ingest import csv_text, executor
+from slipway.core.artifacts import examples_meta, split_files
 from slipway.core.errors import OPTION_NAMES_ENV, SlipwayError
 
 BIG = 10 * 10**6  # the size of the value in the issue: 10 MB in one field
@@ -40,6 +41,20 @@ def _last_json(output: str) -> dict:
     return json.loads(output.strip().splitlines()[-1])
 
 
+def _written_rows(root: Path) -> list[dict]:
+    """Every example ingest wrote under root as {feature: its one value}, text decoded, a missing value absent."""
+    import tensorflow as tf
+
+    files = [file for split in examples_meta(root)["splits"] for file in split_files(root, split)]
+    examples = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(files, "GZIP")]
+    return [{name: _one_value(f) for name, f in e.features.feature.items()} for e in examples]
+
+
+def _one_value(feature):
+    (value,) = getattr(feature, feature.WhichOneof("kind")).value
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
 def test_a_10_mb_value_is_read_within_the_row_limit(tmp_path: Path):
     data = _csv_with_big_value(tmp_path / "big.csv", BIG)
     code = f"""
@@ -51,7 +66,7 @@ print(json.dumps({{"rows": meta["rows_read"], "columns": meta["columns"]}}))
     done = _in_child(code)
     assert done.returncode == 0, done.stderr[-2000:]
     assert _last_json(done.stdout) == {"rows": 101, "columns": {"a": "int", "b": "string", "label": "int"}}
-    assert BIG < executor.CSV_MAX_ROW_BYTES
+    assert BIG < csv_text.CSV_MAX_ROW_BYTES
 
 
 def test_a_row_over_the_limit_fails_naming_its_line_every_time(tmp_path: Path):
@@ -62,14 +77,13 @@ def test_a_row_over_the_limit_fails_naming_its_line_every_time(tmp_path: Path):
     wide.write_text("a,b,c,d\n" + "1,x,y,z\n" * 5 + f'1,"{"p" * 900_000}","{many_lines}",{"r" * 900_000}\n')
     code = f"""
 import json
-from pathlib import Path
-from slipway.components.ingest import executor
+from slipway.components.ingest import csv_text, executor
 from slipway.core.errors import SlipwayError
-executor.CSV_MAX_ROW_BYTES = 2**20
+csv_text.CSV_MAX_ROW_BYTES = 2**20
 errors = []
 for path in [{str(data)!r}] * 30 + [{str(wide)!r}]:
     try:
-        executor.read_table(Path(path))
+        executor.run(path, {str(tmp_path / "out")!r}, "label")
         errors.append("read")
     except SlipwayError as exc:
         errors.append(str(exc))
@@ -113,7 +127,7 @@ def test_stray_lines_are_file_lines_when_a_value_spans_lines(tmp_path: Path):
     data.write_text("id,note,amount,label\n" + "\n".join(rows) + "\n")
     with pytest.raises(SlipwayError, match=r"column 'amount' holds numbers, but 1 of its 30 values are not: "
                                            r"line 23 'twenty' \(line numbers"):
-        executor.read_table(data, label="label")
+        executor.run(str(data), str(tmp_path / "out"), "label")
 
 
 def test_text_columns_and_code_labels_stay_text(tmp_path: Path):
@@ -121,9 +135,11 @@ def test_text_columns_and_code_labels_stay_text(tmp_path: Path):
     # 'zone' is text with a few numbers in it; 'label' holds codes, one of them not a number (row 7: "other").
     data.write_text("zone,label\n" + "".join(f"{'12' if i % 5 == 0 else f'z{i}'},{'other' if i == 7 else i % 2}\n"
                                              for i in range(40)))
-    table = executor.read_table(data, label="label")
-    assert table.types == {"zone": "string", "label": "string"}
-    assert table.columns["zone"][:2] == ["12", "z1"]
+    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    assert meta["columns"]["zone"] == "string" and meta["task_reason"] == "auto: label 'label' holds string values"
+    assert meta["label_classes"] == ["0", "1", "other"]
+    zones = sorted(row["zone"] for row in _written_rows(tmp_path / "out"))
+    assert zones == sorted("12" if i % 5 == 0 else f"z{i}" for i in range(40))  # "12" stays the text "12"
 
 
 def test_quoted_blanks_leave_a_number_column_numeric(tmp_path: Path):
@@ -134,11 +150,14 @@ def test_quoted_blanks_leave_a_number_column_numeric(tmp_path: Path):
         writer.writerow(["fare", "trips", "company", "label"])
         for i in range(20):
             writer.writerow(["" if i % 4 == 0 else 2.5 * i, "" if i == 3 else i, "" if i == 5 else "acme", i % 2])
-    table = executor.read_table(data, label="label")
-    assert table.types == {"fare": "float", "trips": "int", "company": "string", "label": "int"}
-    assert table.columns["fare"][:3] == [None, 2.5, 5.0]
-    assert table.columns["trips"][2:5] == [2, None, 4]
-    assert table.columns["company"][5] == ""  # a quoted "" in a text column stays an empty string
+    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    assert meta["columns"] == {"fare": "float", "trips": "int", "company": "string", "label": "int"}
+    # Row i has trips i, or (row 3) fare 2.5 * i: the file's order, which the splits shuffle, comes back from them.
+    rows = sorted(_written_rows(tmp_path / "out"), key=lambda row: row.get("trips", row.get("fare", 0) / 2.5))
+    columns = {name: [row.get(name) for row in rows] for name in meta["columns"]}
+    assert columns["fare"][:3] == [None, 2.5, 5.0]
+    assert columns["trips"][2:5] == [2, None, 4]
+    assert columns["company"][5] == ""  # a quoted "" in a text column stays an empty string
 
 
 @pytest.mark.parametrize("names,name", [('{"data": "--data"}', "--data"), ("", "data")])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from slipway.components.ingest import executor
+from slipway.components.ingest import executor, sources
 from slipway.core.artifacts import examples_meta, sha256_file, sha256_tree, split_files
 from slipway.core.errors import SlipwayError
 
@@ -349,11 +349,11 @@ def test_auto_detection(image_tree: Path, cifar: Path, tmp_path: Path):
     (tmp_path / "p").mkdir()
     (tmp_path / "p" / "year=2024").mkdir()
     (tmp_path / "p" / "year=2024" / "x.parquet").write_bytes(b"")
-    assert executor.detect_format(str(image_tree)) == "images"
-    assert executor.detect_format(str(cifar)) == "cifar10"
-    assert executor.detect_format(str(cifar / "test_batch")) == "cifar10"
-    assert executor.detect_format(str(tmp_path / "t.csv")) == "csv"
-    assert executor.detect_format(str(tmp_path / "r.tfrecord.gz")) == "tfrecord"
-    assert executor.detect_format(str(tmp_path / "p")) == "parquet"  # partitioned folders are not class folders
+    assert sources.detect_format(str(image_tree)) == "images"
+    assert sources.detect_format(str(cifar)) == "cifar10"
+    assert sources.detect_format(str(cifar / "test_batch")) == "cifar10"
+    assert sources.detect_format(str(tmp_path / "t.csv")) == "csv"
+    assert sources.detect_format(str(tmp_path / "r.tfrecord.gz")) == "tfrecord"
+    assert sources.detect_format(str(tmp_path / "p")) == "parquet"  # partitioned folders are not class folders
     with pytest.raises(SlipwayError, match="a single image; point data at a folder"):
-        executor.detect_format(str(image_tree / "cat" / "c00.png"))
+        sources.detect_format(str(image_tree / "cat" / "c00.png"))

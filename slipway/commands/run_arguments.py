@@ -54,7 +54,7 @@ def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module
         parse_thresholds(RUN_FLAGS[name], parsed[name])
     check_eval_settings(parsed["eval_settings"], label)
     if args.splits:
-        from slipway.components.ingest.executor import parse_splits
+        from slipway.components.ingest.splits import parse_splits
 
         parse_splits(args.splits, what=RUN_FLAGS["splits"])
     if not images:

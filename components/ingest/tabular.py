@@ -1,0 +1,162 @@
+"""CSV and Parquet inputs, read in two passes so that memory does not grow with the input.
+
+The first pass (read_tabular) scans every file (csv_reader, parquet_reader) and makes the decisions that need all
+of them: the merged column types, the task and the label classes. The second (TabularInput.chunks) converts each
+batch with those decisions into examples and their split hashes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from slipway.components.ingest import csv_shape
+from slipway.components.ingest.column_types import with_numbers
+from slipway.components.ingest.csv_reader import csv_batches, open_csv, scan_csv
+from slipway.components.ingest.examples import python_values, serialize_columns
+from slipway.components.ingest.file_scan import FileScan
+from slipway.components.ingest.parquet_reader import PARQUET_SUFFIXES, open_parquet, parquet_batches, scan_parquet
+from slipway.components.ingest.splits import SLICE_ROWS, row_hashes
+from slipway.components.ingest.task import LabelSummary, TaskChoice, as_number, decide_task
+from slipway.core.errors import SlipwayError
+from slipway.core.tasks import CLASSIFICATION, REGRESSION
+
+
+def find_input_files(data: str, data_format: str = "auto") -> list[Path]:
+    path = Path(data)
+    if not path.exists():
+        raise SlipwayError(f"data {data}: no such file or folder")
+    if not path.is_dir():  # a file, or a named pipe another program writes the data into
+        files = [path]
+    else:
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
+        if not files:
+            raise SlipwayError(f"data {data}: folder holds no data files")
+    if data_format in ("csv", "parquet"):
+        return files  # the format was named: extensions do not matter
+    for file in files:
+        if not csv_shape.is_csv_name(file) and file.suffix.lower() not in PARQUET_SUFFIXES:
+            raise SlipwayError(
+                f"data file {file}: unknown extension '{csv_shape.extension_of(file)}' (expected .csv, .csv.gz, "
+                ".csv.bz2, .csv.zst, .parquet or .pq; data_format=csv reads any file as CSV)"
+            )
+    return files
+
+
+def scan_file(path: Path, key: str = "", data_format: str = "auto", label: str = "",
+              parse_text_label: bool = False) -> FileScan:
+    """The first pass over one CSV or Parquet file, with every per-file check of reading it (one-line errors)."""
+    parquet = data_format == "parquet" or (data_format != "csv" and path.suffix.lower() in PARQUET_SUFFIXES)
+    if parquet:  # Parquet columns carry their types: nothing to guess
+        return scan_parquet(path, key, label, parse_text_label)
+    return scan_csv(path, key, label, parse_text_label)
+
+
+def converted_batches(scan: FileScan) -> Iterator:
+    """The file's rows as record batches of at most SLICE_ROWS rows, typed as the first pass decided."""
+    if scan.parquet:
+        batches = parquet_batches(open_parquet(scan.path))
+    else:
+        reader = open_csv(scan.path, dict(zip(scan.names, scan.schema.types, strict=True)), None, scan.block_size,
+                          scan.shape)
+        batches = csv_batches(scan.path, reader, None, scan.block_size, scan.shape)
+    for batch in batches:
+        for start in range(0, batch.num_rows, SLICE_ROWS):
+            piece = batch.slice(start, SLICE_ROWS)
+            yield with_numbers(piece, scan.numbers) if scan.numbers else piece
+
+
+@dataclass
+class TabularInput:
+    """CSV/Parquet files after the first pass: the merged column types, the task and label classes."""
+
+    data: str
+    scans: list[FileScan]
+    label: str
+    key: str
+    types: dict[str, str]  # the merged types, in the first file's column order
+    choice: TaskChoice
+    classes: list | None  # classification: the sorted distinct label values; regression: None
+    summary: LabelSummary
+
+    def meta(self) -> dict:
+        classes = self.classes
+        return {
+            **self.choice.meta(classes),
+            "columns": {name: (("int" if classes is not None else "float") if name == self.label else kind)
+                        for name, kind in self.types.items()},
+            "rows_read": self.summary.rows,
+            "rows_missing_label": self.summary.rows - self.summary.present,
+            "split_key": self.key or "(whole row)",
+            "sources": [{"path": str(s.path), "sha256": s.sha256, "bytes": s.path.stat().st_size,
+                         **s.shape.source_meta()} for s in self.scans],
+        }
+
+    def chunks(self) -> Iterator[tuple[list[bytes], list[int]]]:
+        """The second pass: (serialized examples, their split hashes) per slice of rows, rows without a label
+        left out."""
+        names = list(self.types)
+        class_id = {value: index for index, value in enumerate(self.classes or [])}
+        for scan in self.scans:
+            hashed = [self.key] if self.key else sorted(scan.names)
+            widen = [name for name in names if self.types[name] == "float" and scan.types[name] == "int"]
+            for batch in converted_batches(scan):
+                hashes = row_hashes(batch, hashed, scan.nullable)
+                columns = {name: python_values(batch.column(name)) for name in names}
+                for name in widen:
+                    columns[name] = [None if v is None else float(v) for v in columns[name]]
+                if self.classes is None:
+                    columns[self.label] = [None if v is None else as_number(v) for v in columns[self.label]]
+                records, kept = serialize_columns(columns, self.types, self.label, class_id)
+                yield records, hashes[kept].tolist()
+
+
+def read_tabular(data: str, label: str, key: str, data_format: str, task: str = "auto") -> TabularInput:
+    """The first pass over every file, then the decisions that need all of them (one-line errors)."""
+    files = find_input_files(data, data_format)
+    scans = [scan_file(f, key, data_format, label, parse_text_label=task == REGRESSION) for f in files]
+    types = _merged_types(scans)
+    check_label_column(data, types, label)
+    summary = LabelSummary.merged([s.label for s in scans], types[label])
+    choice = decide_task(summary, task, label, data)
+    classes = label_classes_of(data, label, summary.distinct()) if choice.task == CLASSIFICATION else None
+    return TabularInput(data=data, scans=scans, label=label, key=key, types=types, choice=choice, classes=classes,
+                        summary=summary)
+
+
+def _merged_types(scans: list[FileScan]) -> dict[str, str]:
+    """The column types of files with the same columns; int widens to float, anything else mixed is an error."""
+    first = scans[0]
+    types = dict(first.types)
+    for scan in scans[1:]:
+        if set(scan.types) != set(types):
+            extra = sorted(set(scan.types) ^ set(types))
+            raise SlipwayError(f"data file {scan.path}: columns differ from {first.path} ({', '.join(extra)})")
+        for name, kind in scan.types.items():
+            types[name] = _widen(types[name], kind, name, str(scan.path))
+    return types
+
+
+def _widen(a: str, b: str, column: str, source: str) -> str:
+    if a == b:
+        return a
+    if {a, b} == {"int", "float"}:
+        return "float"
+    raise SlipwayError(f"data file {source}: column '{column}' is {b} here but {a} in earlier files")
+
+
+def check_label_column(source: str, columns: Iterable[str], label: str) -> None:
+    columns = list(columns)
+    if label not in columns:
+        raise SlipwayError(f"data {source}: label column '{label}' not found (columns: {', '.join(columns)})")
+
+
+def label_classes_of(source: str, label: str, classes: list) -> list:
+    """The sorted distinct label values (a row's class id is its value's index), at least two of them."""
+    if len(classes) < 2:
+        only = f"'{classes[0]}'" if classes else "no values"
+        raise SlipwayError(
+            f"data {source}: label column '{label}' has a single class {only}; classification needs at least 2"
+        )
+    return classes
