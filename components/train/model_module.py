@@ -8,10 +8,10 @@ executor -> trainer -> model_module and distributed -> model_module, without a c
 from __future__ import annotations
 
 import inspect
-import json
 import math
 
 from slipway.core.errors import SlipwayError, option_name
+from slipway.core.json_text import json_object
 from slipway.core.modules import load_module, optional_dict
 from slipway.core.tasks import REGRESSION
 
@@ -33,15 +33,7 @@ def _is_json_value(value) -> bool:
 
 def resolve_hyperparameters(module, given: dict | str | None) -> dict:
     """Defaults <- the module's hyperparameters() <- the given dict (or JSON string); checked."""
-    if isinstance(given, str):
-        try:
-            given = json.loads(given) if given.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise SlipwayError(f"{option_name('hyperparameters')}: not valid JSON: {exc}") from exc
-    if given is None:
-        given = {}
-    if not isinstance(given, dict):
-        raise SlipwayError(f"{option_name('hyperparameters')}: expected a JSON object, got {type(given).__name__}")
+    given = json_object(option_name("hyperparameters"), given)
     hparams = {**DEFAULT_HYPERPARAMETERS, **optional_dict(module, "hyperparameters"), **given}
     for name, value in hparams.items():
         if not isinstance(name, str) or not _is_json_value(value):

@@ -28,21 +28,10 @@ from slipway.core.cluster import (
     storage_spec,
 )
 from slipway.core.errors import SlipwayError, option_name
+from slipway.core.json_text import json_object
 from slipway.core.mpijob import Resources
 
 RESULT_SCHEMA_VERSION = 1
-
-
-def _json_object(text: str | dict | None, name: str) -> dict:
-    if isinstance(text, dict):
-        return dict(text)
-    try:
-        value = json.loads(text or "{}")
-    except json.JSONDecodeError as exc:
-        raise SlipwayError(f"{option_name(name)}: not valid JSON ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(value, dict):
-        raise SlipwayError(f"{option_name(name)}: expected a JSON object")
-    return value
 
 
 def run(
@@ -74,8 +63,8 @@ def run(
     reference_file: where the launcher keeps the Experiment's reference (the component's remote_job output).
     """
     spec = load_spec(search_spec)
-    base = _json_object(hyperparameters, "hyperparameters")
-    for_trials = {**base, **_json_object(trial_hyperparameters, "trial_hyperparameters")}
+    base = json_object(option_name("hyperparameters"), hyperparameters)
+    for_trials = {**base, **json_object(option_name("trial_hyperparameters"), trial_hyperparameters)}
     if not Path(module_file).is_file():
         raise SlipwayError(f"module file {module_file}: not found")
     if backend == "local":

@@ -18,7 +18,6 @@ same statistics up to float rounding.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -31,6 +30,7 @@ from slipway.components.validate import report
 from slipway.core import artifacts, beam_storage, progress
 from slipway.core import beam as beam_options
 from slipway.core.errors import SlipwayError, ValidationFailed, option_name
+from slipway.core.json_text import json_object
 
 TRAIN = "train"
 STATS_FILE = "FeatureStats.pb"
@@ -48,17 +48,8 @@ _MAX_IN_MESSAGE = 6  # anomalies spelled out in the ValidationFailed line; the r
 
 def parse_thresholds(name: str, value: Mapping[str, Any] | str | None) -> dict[str, float]:
     """{feature: threshold}; a JSON string (as the KFP component passes it) is accepted too."""
-    if value is None or value == "":
-        return {}
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as e:
-            raise SlipwayError(f"{name}: not valid JSON ({e.msg} at position {e.pos}): {value!r}") from None
-    if not isinstance(value, Mapping):
-        raise SlipwayError(f"{name}: expected a mapping of feature name to threshold, got {type(value).__name__}")
     out = {}
-    for feature, threshold in value.items():
+    for feature, threshold in json_object(name, value).items():
         out[str(feature)] = _threshold(f"{name}['{feature}']", threshold)
     return out
 

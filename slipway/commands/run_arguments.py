@@ -15,7 +15,6 @@ import bz2
 import csv
 import difflib
 import gzip
-import json
 import os
 import tempfile
 from pathlib import Path
@@ -23,6 +22,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 from slipway.core.errors import SlipwayError
+from slipway.core.json_text import json_object
 from slipway.pipelines.settings import RUN_FLAGS
 
 # The parameters given as JSON objects, by their flags.
@@ -43,7 +43,7 @@ def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module
         module: The module file (already checked to exist).
         images: Whether the images pipeline runs (its label is no CSV column).
     """
-    parsed = {name: _json_object(flag, getattr(args, name)) for flag, name in JSON_FLAGS}
+    parsed = {name: json_object(flag, getattr(args, name)) for flag, name in JSON_FLAGS}
     defaults = literal_hyperparameters(module)
     check_defaults(module, defaults)
     for name in ("hyperparameters", "trial_hyperparameters"):
@@ -60,26 +60,6 @@ def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module
     if not images:
         check_label(data, label, args.data_format)
     check_workdir(Path(args.workdir))
-
-
-def _json_object(flag: str, text: str | None) -> dict:
-    """The flag's JSON object ({} for an empty value)."""
-    if not text or not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SlipwayError(f"{flag}: not valid JSON ({exc.msg})") from None
-    if not isinstance(value, dict):
-        raise SlipwayError(f"{flag}: expected a JSON object ({{...}}), got {_json_kind(value)} {text.strip()}")
-    return value
-
-
-def _json_kind(value: Any) -> str:
-    """A JSON value's kind as an error names it."""
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    return {list: "a list", str: "a string", int: "a number", float: "a number", dict: "an object"}[type(value)]
 
 
 # -- hyper-parameters -----------------------------------------------------------------------------------------
@@ -142,7 +122,7 @@ def check_module_hyperparameters(module: ModuleType, args: argparse.Namespace) -
     defaults = optional_dict(module, "hyperparameters")
     check_defaults(module.__file__ or "", defaults)
     for name in ("hyperparameters", "trial_hyperparameters"):
-        check_hyperparameters(RUN_FLAGS[name], _json_object(RUN_FLAGS[name], getattr(args, name)), defaults)
+        check_hyperparameters(RUN_FLAGS[name], json_object(RUN_FLAGS[name], getattr(args, name)), defaults)
 
 
 def _same_type(default: Any, value: Any) -> bool:

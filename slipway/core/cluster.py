@@ -9,13 +9,13 @@ shared PVC (`pvc`, `mount_path`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import MISSING, Field, dataclass, field, fields
 from pathlib import Path
 
 from slipway.core import mpijob, storage
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
+from slipway.core.json_text import json_object
 
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 # KFP names MinIO artifacts minio://bucket/key; tf.io.gfile reaches the same objects as s3://bucket/key.
@@ -51,13 +51,7 @@ class ClusterConfig:
 
 def load_settings_object(text: str | dict) -> dict:
     """A component's `cluster` JSON (or an already parsed dict) as a dict; one-line errors otherwise."""
-    try:
-        raw = json.loads(text) if isinstance(text, str) else dict(text)
-    except json.JSONDecodeError as exc:
-        raise SlipwayError(f"cluster: not valid JSON ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(raw, dict):
-        raise SlipwayError("cluster: expected a JSON object")
-    return raw
+    return json_object("cluster", text)
 
 
 def default_type(item: Field) -> type:
