@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from slipway.components.deploy import inference_service  # noqa: F401  (registers its rule: launcher.RULES)
-from slipway.components.tune import katib, katib_cluster, katib_results
+from slipway.components.tune import cluster as cluster_backend
+from slipway.components.tune import katib, katib_results
 from slipway.core import launcher, mpijob
 from slipway.core.testing_apiserver import service_account_username
 
@@ -252,7 +253,7 @@ def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_reco
 
     def run_search():
         try:
-            outcome["result"] = katib_cluster.run_on_cluster(
+            outcome["result"] = cluster_backend.run_on_cluster(
                 SEARCH_SPEC, name, NAMESPACE, trial_settings(name),
                 reference_file=str(tmp_path / "ref.json"), timeout_s=120,
                 client=KubeClient(k8s.CustomObjectsApi(sa_api), k8s.CoreV1Api(sa_api)),

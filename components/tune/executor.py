@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 
 import slipway  # noqa: F401  (environment defaults first)
-from slipway.components.tune import katib, katib_cluster, local, report
+from slipway.components.tune import cluster as cluster_backend
+from slipway.components.tune import katib, local, report
 from slipway.components.tune.spec import load_spec
 from slipway.core import storage
 from slipway.core.artifacts import atomic_write_text
@@ -110,7 +111,7 @@ def _run_katib(spec, paths, uris, module_file, for_trials, config, workers, iden
         service_account=config.service_account, run_id=key, task="tune",
     )
     name = katib.experiment_name(key)
-    result = katib_cluster.run_on_cluster(spec, name, own_namespace(config), trial,
+    result = cluster_backend.run_on_cluster(spec, name, own_namespace(config), trial,
                                           reference_file=reference_file,
                                           timeout_s=config.timeout_s, delete_policy=config.delete_policy)
     if work:

@@ -24,7 +24,7 @@ adds what Slipway owns:
 Cluster prerequisites: Katib v0.16+; for MPIJob trials the Katib controller must watch MPIJob.v2beta1.kubeflow.org
 (add it to katib-config's trialResources; the default list names only the Training Operator's MPIJob.v1).
 
-run_on_cluster() (katib_cluster.py) creates (or re-attaches to) the Experiment through the shared restart-safe
+run_on_cluster() (cluster.py) creates (or re-attaches to) the Experiment through the shared restart-safe
 launcher (slipway/core/launcher/, with the rule KATIB_EXPERIMENT below: Succeeded / Failed conditions) and turns
 the final status into the SDK-independent result (katib_results.py). admission_errors() (katib_admission.py)
 mirrors Katib's admission webhook; render_experiment() runs it on every Experiment it renders.

@@ -10,7 +10,7 @@ import html
 import json
 import math
 
-from slipway.core import charts
+from slipway.core import chart_svg, charts
 
 _STATUS_COLOURS = {"Succeeded": "#1b7f3b", "Failed": "#b3261e", "EarlyStopped": "#8a6d00", "Killed": "#666"}
 
@@ -69,7 +69,7 @@ def objective_chart(result: dict) -> str:
     goal = objective.get("goal")
     if isinstance(goal, int | float) and not isinstance(goal, bool) and math.isfinite(goal):
         series.append(charts.Series(f"goal {_format(float(goal))}", [0.5, len(trials) + 0.5], [goal, goal],
-                                    dashed=True, colour=charts.MUTED))
+                                    dashed=True, colour=chart_svg.MUTED))
     direction = "higher is better" if maximize else "lower is better"
     return charts.line_chart(f"{metric} by trial ({direction})", series, x_label="trial (in start order)",
                              y_label=metric, x_range=(0.5, len(trials) + 0.5), integer_x=True, width=640,

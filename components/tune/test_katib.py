@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 import slipway  # noqa: F401
-from slipway.components.tune import katib, katib_cluster
+from slipway.components.tune import cluster as cluster_backend
+from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, render_experiment
 from slipway.components.tune.katib_admission import admission_errors
 from slipway.core import launcher, mpijob, upstream
@@ -374,8 +375,8 @@ def poll():
 
 def run(server, tmp_path, poll, **kwargs):
     kwargs.setdefault("delete_policy", "on_success")
-    return katib_cluster.run_on_cluster(SPEC, name(), "ml", S3, client=server, reference_file=str(tmp_path / "exp.ref"),
-                                timeout_s=7200, poll=poll, **kwargs)
+    return cluster_backend.run_on_cluster(SPEC, name(), "ml", S3, client=server,
+                                          reference_file=str(tmp_path / "exp.ref"), timeout_s=7200, poll=poll, **kwargs)
 
 
 def test_run_on_cluster_returns_the_result_schema(tmp_path, poll, katib_validator):

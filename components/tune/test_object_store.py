@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from slipway.components.tune import executor, katib, katib_cluster, katib_results
+from slipway.components.tune import cluster as cluster_backend
+from slipway.components.tune import executor, katib, katib_results
 from slipway.components.tune import spec as tune_spec
 from slipway.core import kube, mpijob, storage
 from slipway.core.testing import environment
@@ -180,7 +181,7 @@ def test_katib_trial_reads_the_artifact_uris_from_the_object_store(s3_inputs, tm
 
 
 def rendered_instead_of_run(monkeypatch) -> list[dict]:
-    """katib_cluster.run_on_cluster replaced: the Experiment is rendered and kept, and reported as succeeded at once."""
+    """cluster.run_on_cluster replaced: the Experiment is rendered and kept, and reported as succeeded at once."""
     experiments: list[dict] = []
 
     def run_on_cluster(spec, name, namespace, trial, **kwargs):
@@ -191,7 +192,7 @@ def rendered_instead_of_run(monkeypatch) -> list[dict]:
             "parameterAssignments": [{"name": k, "value": v} for k, v in ASSIGNMENT.items()]}}
         return katib_results.best_result(spec, {**experiment, "status": status})
 
-    monkeypatch.setattr(katib_cluster, "run_on_cluster", run_on_cluster)
+    monkeypatch.setattr(cluster_backend, "run_on_cluster", run_on_cluster)
     return experiments
 
 
