@@ -117,22 +117,22 @@ def run_train(summary: dict, scratch: Path, checkpoints: bool) -> None:
 def run_evaluate(summary: dict, scratch: Path, generic_model: bool = False) -> None:
     import tensorflow_model_analysis as tfma
 
-    from slipway.components.evaluate import executor, report
+    from slipway.components.evaluate import executor, inputs, report, tfma_config, tfma_results, tfma_run
     from slipway.core.modules import load_module, optional_dict
 
     mark("imports end")
     module = (summary.get("arguments") or {}).get("module") or _taxi_module()
     settings = optional_dict(load_module(module), "eval_settings")
-    timed(executor, "_check_model")
-    timed(executor, "_run_tfma", "TFMA pipeline")
+    timed(inputs, "check_model")
+    timed(tfma_run, "run_tfma", "TFMA pipeline")
     timed(tfma, "default_eval_shared_model")
     timed(tfma, "load_eval_result", "run_model_analysis: load_eval_result")
-    timed(executor, "_load_metrics")
-    timed(executor, "_load_plots")
+    timed(tfma_results, "load_metrics")
+    timed(tfma_results, "load_plots")
     timed(tfma, "load_validation_result")
     timed(report, "report_html")
-    if generic_model and not getattr(executor._eval_config, "_profile_steps_generic", False):
-        original = executor._eval_config
+    if generic_model and not getattr(tfma_config.eval_config, "_profile_steps_generic", False):
+        original = tfma_config.eval_config
 
         def eval_config(*args, **kwargs):
             # The suggested fix: name the model type, so TFMA neither loads the model once more to find it out nor
@@ -143,7 +143,7 @@ def run_evaluate(summary: dict, scratch: Path, generic_model: bool = False) -> N
             return config
 
         eval_config._profile_steps_generic = True
-        executor._eval_config = eval_config
+        tfma_config.eval_config = eval_config
     out = scratch / "evaluate"
     executor.run(summary["model"], summary["steps"]["ingest"]["outputs"]["examples"], str(out / "evaluation"),
                  str(out / "blessing"), settings)

@@ -47,7 +47,7 @@ BEAM_ARGS = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
 # Slipway's taxi training: 3 epochs x 77 steps of 128 (the ~9,900-row train split), validation 39 steps each epoch.
 TRAIN_STEPS = 231
 EVAL_STEPS = 39
-# TFMA metrics and plots as Slipway's evaluate computes them for a binary label (components/evaluate/executor.py).
+# TFMA metrics and plots as Slipway's evaluate computes them for a binary label (components/evaluate/tfma_config.py).
 BINARY_METRICS = ["ExampleCount", "BinaryAccuracy", "AUC", "AUCPrecisionRecall", "Precision", "Recall"]
 BINARY_PLOTS = ["ConfusionMatrixPlot"]
 # Components in pipeline order, by node id, with the Slipway step each one maps onto.

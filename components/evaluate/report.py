@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slipway.core import charts
+from slipway.core import chart_svg, charts
 
 # The metric drawn by slice when the caller names none and no threshold names one: the first of these measured.
 PREFERRED_METRICS = ("auc", "binary_accuracy", "sparse_categorical_accuracy", "accuracy", "root_mean_squared_error",
@@ -79,7 +79,7 @@ def _curves(roc: Mapping | None, pr: Mapping | None, overall: Mapping[str, Any],
         rate = _positive_rate(confusion)
         if rate is not None:  # a model that ranks at random has the positives' share as its precision
             series.append(charts.Series(f"chance ({rate:.2f})", [0.0, 1.0], [rate, rate], dashed=True,
-                                        colour=charts.MUTED))
+                                        colour=chart_svg.MUTED))
         out.append(_figure(charts.line_chart(
             "Precision-recall curve (overall)", series, x_label="recall", y_label="precision", x_range=(0.0, 1.0),
             y_range=(0.0, 1.0), width=380, height=340), "pr"))
@@ -154,8 +154,24 @@ def report_html(
     metric: the metric drawn by slice (default: primary_metric()).
     Each chart is drawn only when its data is given.
     """
+    overall = per_slice.get("Overall", {})
+    names = sorted({n for entry in per_slice.values() for n in entry.get("metrics", {})})
+    out = _head(split, model_dir, baseline_dir, decision)
+    out += _overall_table(overall, names, bool(baseline_dir))
+    out += _thresholds(threshold_rows, decision["failures"])
+    curves = _curves(roc, pr, overall.get("metrics", {}), confusion)
+    if curves:
+        out.append("<h2>ROC and precision-recall (overall)</h2><div class='charts'>" + "".join(curves) + "</div>")
+    if confusion and confusion.get("matrix"):
+        out += _confusion(confusion)
+    out += _per_slice(per_slice, names, metric or primary_metric(per_slice, threshold_rows), bool(baseline_dir))
+    return "".join(out)
+
+
+def _head(split: str, model_dir: str, baseline_dir: str, decision: Mapping[str, Any]) -> list[str]:
+    """The page up to the decision's banner: what was evaluated, on which split, against which baseline."""
     e = html.escape
-    out = [
+    return [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Slipway evaluation</title>",
         f"<style>{_CSS}</style></head><body>",
         "<h1>Model evaluation</h1>",
@@ -164,23 +180,31 @@ def report_html(
         f"<div class='banner {'yes' if decision['blessed'] else 'no'}'>"
         f"{'BLESSED' if decision['blessed'] else 'NOT BLESSED'}: {e(decision['message'])}</div>",
     ]
-    overall = per_slice.get("Overall", {})
-    names = sorted({n for entry in per_slice.values() for n in entry.get("metrics", {})})
-    out.append("<h2>Overall metrics</h2><table><tr><th class='l'>metric</th><th>candidate</th>")
-    if baseline_dir:
+
+
+def _overall_table(overall: Mapping[str, Any], names: list[str], has_baseline: bool) -> list[str]:
+    """Every metric on the overall slice: the candidate's, and with a baseline its value and the difference."""
+    e = html.escape
+    out = ["<h2>Overall metrics</h2><table><tr><th class='l'>metric</th><th>candidate</th>"]
+    if has_baseline:
         out.append("<th>baseline</th><th>diff</th>")
     out.append("</tr>")
     for name in names:
         out.append(f"<tr><td class='l'>{e(name)}</td><td>{_fmt(overall.get('metrics', {}).get(name))}</td>")
-        if baseline_dir:
+        if has_baseline:
             out.append(
                 f"<td>{_fmt(overall.get('baseline_metrics', {}).get(name))}</td>"
                 f"<td>{_fmt(overall.get('diff', {}).get(name))}</td>"
             )
         out.append("</tr>")
     out.append("</table>")
+    return out
 
-    out.append("<h2>Thresholds</h2>")
+
+def _thresholds(threshold_rows: Sequence[Mapping[str, Any]], failures: Sequence[str]) -> list[str]:
+    """Each threshold with its result, then the failed checks in words."""
+    e = html.escape
+    out = ["<h2>Thresholds</h2>"]
     if threshold_rows:
         out.append("<table><tr><th class='l'>metric</th><th class='l'>threshold</th><th class='l'>result</th>"
                    "<th class='l'>failing slices / note</th></tr>")
@@ -192,24 +216,28 @@ def report_html(
         out.append("</table>")
     else:
         out.append("<p>No thresholds configured: the model is not blessed.</p>")
-    if decision["failures"]:
-        out.append("<ul>" + "".join(f"<li class='failed'>{e(f)}</li>" for f in decision["failures"]) + "</ul>")
+    if failures:
+        out.append("<ul>" + "".join(f"<li class='failed'>{e(f)}</li>" for f in failures) + "</ul>")
+    return out
 
-    curves = _curves(roc, pr, overall.get("metrics", {}), confusion)
-    if curves:
-        out.append("<h2>ROC and precision-recall (overall)</h2><div class='charts'>" + "".join(curves) + "</div>")
 
-    if confusion and confusion.get("matrix"):
-        categories = [str(c) for c in confusion["categories"]]
-        out.append("<h2>Confusion matrix (overall; rows: actual, columns: predicted)</h2><div class='charts'>")
-        out.append(_figure(charts.heatmap("Confusion matrix (overall)", categories, categories, confusion["matrix"],
-                                          x_label="predicted", y_label="actual"), "confusion"))
-        out.append("</div>")
+def _confusion(confusion: Mapping[str, Any]) -> list[str]:
+    categories = [str(c) for c in confusion["categories"]]
+    return [
+        "<h2>Confusion matrix (overall; rows: actual, columns: predicted)</h2><div class='charts'>",
+        _figure(charts.heatmap("Confusion matrix (overall)", categories, categories, confusion["matrix"],
+                               x_label="predicted", y_label="actual"), "confusion"),
+        "</div>",
+    ]
 
-    out.append("<h2>Metrics per slice</h2>")
-    metric = metric or primary_metric(per_slice, threshold_rows)
+
+def _per_slice(per_slice: Mapping[str, Mapping[str, Any]], names: list[str], metric: str,
+               has_baseline: bool) -> list[str]:
+    """The metric by slice as a chart (when there are slices to compare), then every metric of every slice."""
+    e = html.escape
+    out = ["<h2>Metrics per slice</h2>"]
     if metric and len(per_slice) > 1:  # one bar (Overall) is no comparison; the table says it all
-        chart, note = _by_slice(per_slice, metric, bool(baseline_dir))
+        chart, note = _by_slice(per_slice, metric, has_baseline)
         out.append(f"<p>{e(metric)} per slice, with its value and number of examples; the dashed line is the "
                    f"overall value{e(note)}.</p>")
         out.append(f"<div class='charts'>{chart}</div>")
@@ -223,4 +251,4 @@ def report_html(
         out.extend(f"<td>{_fmt(entry.get('metrics', {}).get(n))}</td>" for n in names)
         out.append("</tr>")
     out.append("</table></body></html>\n")
-    return "".join(out)
+    return out

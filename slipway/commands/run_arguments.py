@@ -148,16 +148,16 @@ def _type_word(default: Any) -> str:
 
 def check_eval_settings(settings: dict, label: str) -> None:
     """--eval-settings: its keys, thresholds (on a metric of some task: the task is known after ingest) and slices."""
-    from slipway.components.evaluate import executor
+    from slipway.components.evaluate import eval_settings, tfma_config
 
-    unknown = set(settings) - executor.SETTINGS_KEYS
+    unknown = set(settings) - eval_settings.SETTINGS_KEYS
     if unknown:
         raise SlipwayError(f"--eval-settings: unknown keys {sorted(unknown)} (allowed: "
-                           f"{sorted(executor.SETTINGS_KEYS)})")
-    metrics = executor.BINARY_METRICS + executor.MULTICLASS_METRICS + executor.REGRESSION_METRICS
+                           f"{sorted(eval_settings.SETTINGS_KEYS)})")
+    metrics = tfma_config.BINARY_METRICS + tfma_config.MULTICLASS_METRICS + tfma_config.REGRESSION_METRICS
     try:
-        executor.parse_thresholds(settings.get("thresholds") or {}, list(dict.fromkeys(n for _, n in metrics)))
-        executor.parse_slices(settings.get("slices") or [], {}, "", label)
+        eval_settings.parse_thresholds(settings.get("thresholds") or {}, list(dict.fromkeys(n for _, n in metrics)))
+        eval_settings.parse_slices(settings.get("slices") or [], {}, "", label)
     except SlipwayError as exc:
         raise SlipwayError(f"--eval-settings: {str(exc).removeprefix('evaluate settings: ')}") from None
 
