@@ -19,14 +19,13 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import json
-from dataclasses import dataclass, field, fields, make_dataclass
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
-from slipway.core.cluster import default_type
 from slipway.core.errors import SlipwayError
 from slipway.core.lineage import ENV_PIPELINE
+from slipway.core.settings_object import settings_from
 
 # The Secret manifests/base creates: AWS_* credentials plus the S3 endpoint settings tf.io.gfile reads.
 OBJECT_STORE_SECRET = "slipway-object-store"
@@ -206,19 +205,11 @@ class KubernetesOptions:
             raise SlipwayError(f"kubernetes options {path}: {exc}") from None
         if not isinstance(raw, dict):
             raise SlipwayError(f"kubernetes options {path}: expected a mapping")
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(raw) - set(known))
-        if unknown:
-            raise SlipwayError(f"kubernetes options {path}: unknown keys {unknown} (known: {', '.join(known)})")
-        for key, value in raw.items():
-            expected = default_type(known[key])
-            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-                raise SlipwayError(f"kubernetes options {path}: {key} must be {expected.__name__}, "
-                                   f"got {json.dumps(value)}")
+        options = settings_from(cls, raw, f"kubernetes options {path}", key_label="{name}: {key}")
         for key in ("trainer_gpus", "retries"):
-            if raw.get(key, 0) < 0:
+            if getattr(options, key) < 0:
                 raise SlipwayError(f"kubernetes options {path}: {key} must be >= 0")
-        return cls(**raw)
+        return options
 
 
 def apply_kubernetes_options(task, inputs: PipelineInputs, options: KubernetesOptions, trainer: bool = False):

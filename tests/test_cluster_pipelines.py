@@ -98,9 +98,10 @@ def test_kubernetes_options_mount_the_pvc_everywhere_and_place_only_the_trainer(
 
 @pytest.mark.parametrize(("content", "message"), [
     ("pvcs: x\n", r"unknown keys \['pvcs'\]"),
-    ("trainer_gpus: true\n", "trainer_gpus must be int, got true"),
+    ("trainer_gpus: true\n", "trainer_gpus: expected int, got True"),
     ("retries: -1\n", "retries must be >= 0"),
-    ("trainer_tolerations: {key: a}\n", "trainer_tolerations must be list"),
+    ("trainer_tolerations: {key: a}\n", "trainer_tolerations: expected list, got {'key': 'a'}"),
+    ("trainer_node_selector: [a]\n", r"trainer_node_selector: expected dict, got \['a'\]"),
     ("- a\n", "expected a mapping"),
 ])
 def test_bad_kubernetes_options_are_one_line_errors_naming_the_file(tmp_path: Path, content: str, message: str):

@@ -37,8 +37,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-import types
-import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +46,7 @@ import yaml
 from slipway.core import launcher
 from slipway.core.cluster import load_settings_object, own_namespace
 from slipway.core.errors import SlipwayError
+from slipway.core.settings_object import settings_from
 
 # KServe v1beta1 InferenceService (v0.20, pkg/apis/serving/v1beta1/inference_service_status.go): Ready aggregates
 # PredictorReady and IngressReady. A model that cannot load shows modelStatus.states.targetModelState FailedToLoad
@@ -112,32 +111,13 @@ class ServingSettings:
 def parse_settings(text: str | Mapping[str, Any]) -> ServingSettings:
     """The component's `cluster` JSON -> ServingSettings; unknown keys, wrong types and bad values: one line."""
     raw = load_settings_object(text)
-    hints = typing.get_type_hints(ServingSettings)
-    unknown = sorted(set(raw) - set(hints))
-    if unknown:
-        raise SlipwayError(f"cluster: unknown keys {unknown} (known: {', '.join(hints)})")
-    for key, value in raw.items():
-        _check_type(key, value, hints[key])
-    if "deployment_mode" in raw and raw["deployment_mode"] not in MODES:
-        raise SlipwayError(f"cluster.deployment_mode {raw['deployment_mode']!r}: expected one of {', '.join(MODES)}")
-    settings = ServingSettings(**raw)
+    settings = settings_from(ServingSettings, raw, "cluster")
+    if settings.deployment_mode not in MODES:
+        raise SlipwayError(f"cluster.deployment_mode {settings.deployment_mode!r}: expected one of {', '.join(MODES)}")
     settings = dataclasses.replace(settings, deployment_mode=MODES[settings.deployment_mode],
                                    timeout_s=float(settings.timeout_s))
     _check_values(settings)
     return settings
-
-
-def _check_type(key: str, value: Any, hint: Any) -> None:
-    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
-    for kind in allowed:
-        if kind is type(None) and value is None:
-            return
-        if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
-            return
-        if kind is not type(None) and isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-            return
-    names = " or ".join("null" if k is type(None) else k.__name__ for k in allowed)
-    raise SlipwayError(f"cluster.{key}: expected {names}, got {value!r}")
 
 
 def _check_values(s: ServingSettings) -> None:

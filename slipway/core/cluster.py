@@ -9,13 +9,14 @@ shared PVC (`pvc`, `mount_path`).
 
 from __future__ import annotations
 
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slipway.core import mpijob, storage
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
 from slipway.core.json_text import json_object
+from slipway.core.settings_object import settings_from
 
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 # KFP names MinIO artifacts minio://bucket/key; tf.io.gfile reaches the same objects as s3://bucket/key.
@@ -54,11 +55,6 @@ def load_settings_object(text: str | dict) -> dict:
     return json_object("cluster", text)
 
 
-def default_type(item: Field) -> type:
-    """The type a settings field takes, as its default shows (settings dataclasses give every field one)."""
-    return type(item.default_factory() if item.default is MISSING else item.default)
-
-
 def parse_config(text: str | dict, default_image: str = "") -> ClusterConfig:
     """The component's `cluster` JSON -> ClusterConfig; unknown keys and wrong types are one-line errors.
 
@@ -67,17 +63,7 @@ def parse_config(text: str | dict, default_image: str = "") -> ClusterConfig:
     raw = load_settings_object(text)
     if default_image and "image" not in raw:
         raw["image"] = default_image
-    known = {f.name: f for f in fields(ClusterConfig)}
-    unknown = sorted(set(raw) - set(known))
-    if unknown:
-        raise SlipwayError(f"cluster: unknown keys {unknown} (known: {', '.join(known)})")
-    for key, value in raw.items():
-        expected = default_type(known[key])
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            continue
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise SlipwayError(f"cluster.{key}: expected {expected.__name__}, got {value!r}")
-    config = ClusterConfig(**raw)
+    config = settings_from(ClusterConfig, raw, "cluster")
     if bool(config.secret) == bool(config.pvc):
         raise SlipwayError("cluster: set exactly one storage: secret (object store credentials) or pvc")
     return config
