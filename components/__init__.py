@@ -3,8 +3,10 @@
     from slipway.components import IngestOp, ValidateOp, TransformOp, TuneOp, TrainOp, ResolveBaselineOp, EvaluateOp,
         DeployOp
 
-Each is a lightweight KFP component on the Slipway runtime image; the same components are compiled to
-components/<name>/component.yaml for kfp.components.load_component_from_file. (The names carry an Op suffix,
+Each is a folder: component.py the KFP interface (inputs, outputs, their descriptions; its body only hands its
+arguments to step.py), step.py the executor inside a Step (lineage, the KFP UI's artifacts, the console line),
+executor.py the work. Each is a lightweight KFP component on the Slipway runtime image; the same components are
+compiled to components/<name>/component.yaml for kfp.components.load_component_from_file. (The names carry an Op suffix,
 as in Google Cloud Pipeline Components, because slipway.components.<name> is the component's package.)
 """
 

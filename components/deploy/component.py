@@ -1,5 +1,5 @@
-"""KFP interface of deploy: its inputs, outputs and their descriptions. The body hands its
-arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
+"""The KFP interface of deploy: a blessed model pushed as a new version and served (KServe's server here,
+an InferenceService there)."""
 
 from typing import NamedTuple
 

@@ -1,5 +1,4 @@
-"""KFP interface of evaluate: its inputs, outputs and their descriptions. The body hands its
-arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
+"""The KFP interface of evaluate: TFMA metrics by slice, thresholds, and the blessing that gates deploy."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output

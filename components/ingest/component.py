@@ -1,5 +1,4 @@
-"""KFP interface of ingest: its inputs, outputs and their descriptions. The body hands its
-arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
+"""The KFP interface of ingest: CSV, Parquet, images or TFRecords in; TFRecord examples per split out."""
 
 from kfp import dsl
 from kfp.dsl import Dataset, Output

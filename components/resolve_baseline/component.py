@@ -1,5 +1,4 @@
-"""KFP interface of resolve_baseline: its inputs, outputs and their descriptions. The body hands its
-arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
+"""The KFP interface of resolve_baseline: the model evaluate compares against, found in the lineage store."""
 
 from typing import NamedTuple
 

@@ -1,5 +1,5 @@
-"""KFP interface of train: its inputs, outputs and their descriptions. The body hands its
-arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
+"""The KFP interface of train: the module's Keras model trained (Horovod ranks,
+or an MPIJob) and exported for serving."""
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Model, Output

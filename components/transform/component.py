@@ -1,5 +1,4 @@
-"""KFP interface of transform: its inputs, outputs and their descriptions. The body hands its
-arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
+"""The KFP interface of transform: TFT analyses train and transforms every split with the module's preprocessing_fn."""
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Output

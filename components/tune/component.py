@@ -1,5 +1,5 @@
-"""KFP interface of tune: its inputs, outputs and their descriptions. The body hands its
-arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
+"""The KFP interface of tune: a hyper-parameter search, as local trials or a Katib Experiment;
+the best trial's parameters out."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Metrics, Output

@@ -1,5 +1,4 @@
-"""KFP interface of validate: its inputs, outputs and their descriptions. The body hands its
-arguments to step.py (lineage, the KFP UI's artifacts); executor.py does the work."""
+"""The KFP interface of validate: TFDV statistics, a schema and the anomalies, skew and drift against it."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Markdown, Output
