@@ -31,7 +31,7 @@ import slipway  # noqa: F401
 from slipway.components.deploy import inference_service as isvc
 from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, render_experiment
-from slipway.core import kube, launcher, mpijob, permissions
+from slipway.core import kube, launcher, mpijob, mpijob_checks, permissions
 from slipway.core.mpijob import MPIJobSpec, ObjectStore, Resources
 from slipway.core.trainer_command import TrainerCommand
 
@@ -346,12 +346,12 @@ def test_wrong_fields_are_rejected_with_the_servers_message(admin):
 
 def test_clean_pod_policy_is_not_constrained_by_the_crd(admin):
     """The MPIJob CRD declares runPolicy.cleanPodPolicy a plain string (no enum): the server stores "Sometimes", and
-    only the operator would refuse it, which mpijob.operator_errors mirrors and mpijob.validate prevents."""
+    only the operator would refuse it, which mpijob_checks.operator_errors mirrors and mpijob.validate prevents."""
     body = gpu_mpijob()
     body["spec"]["runPolicy"]["cleanPodPolicy"] = "Sometimes"
     with created_custom(admin, body) as stored:
         assert stored["spec"]["runPolicy"]["cleanPodPolicy"] == "Sometimes"
-    assert any("cleanPodPolicy" in error for error in mpijob.operator_errors(body))
+    assert any("cleanPodPolicy" in error for error in mpijob_checks.operator_errors(body))
 
 
 def serving(**overrides) -> isvc.ServingSettings:

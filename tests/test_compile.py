@@ -136,11 +136,11 @@ def test_example_manifests_pass_the_upstream_schemas_and_admission_rules():
     import yaml
 
     from slipway.components.tune import katib_admission
-    from slipway.core import mpijob
+    from slipway.core import mpijob_checks
 
     job = yaml.safe_load((ROOT / "manifests" / "mpijob-example.yaml").read_text())
     experiment = yaml.safe_load((ROOT / "manifests" / "katib-experiment-example.yaml").read_text())
-    assert mpijob.operator_errors(job) == []
+    assert mpijob_checks.operator_errors(job) == []
     assert katib_admission.admission_errors(experiment) == []
     from slipway.render import crd_validator
 

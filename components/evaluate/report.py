@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slipway.core import chart_svg, charts
+from slipway.core import chart_lines, chart_svg, charts
 
 # The metric drawn by slice when the caller names none and no threshold names one: the first of these measured.
 PREFERRED_METRICS = ("auc", "binary_accuracy", "sparse_categorical_accuracy", "accuracy", "root_mean_squared_error",
@@ -68,19 +68,19 @@ def _curves(roc: Mapping | None, pr: Mapping | None, overall: Mapping[str, Any],
     if roc and roc.get("fpr"):
         auc = overall.get("auc")
         name = f"model (AUC {auc:.3f})" if isinstance(auc, float) else "model"
-        out.append(_figure(charts.line_chart(
-            "ROC curve (overall)", [charts.Series(name, roc["fpr"], roc["tpr"])], x_label="false positive rate",
+        out.append(_figure(chart_lines.line_chart(
+            "ROC curve (overall)", [chart_lines.Series(name, roc["fpr"], roc["tpr"])], x_label="false positive rate",
             y_label="true positive rate", x_range=(0.0, 1.0), y_range=(0.0, 1.0), diagonal="chance", width=380,
             height=340), "roc"))
     if pr and pr.get("recall"):
         auc = overall.get("auc_precision_recall")
-        series = [charts.Series(f"model (AUC-PR {auc:.3f})" if isinstance(auc, float) else "model", pr["recall"],
-                                pr["precision"])]
+        series = [chart_lines.Series(f"model (AUC-PR {auc:.3f})" if isinstance(auc, float) else "model", pr["recall"],
+                                     pr["precision"])]
         rate = _positive_rate(confusion)
         if rate is not None:  # a model that ranks at random has the positives' share as its precision
-            series.append(charts.Series(f"chance ({rate:.2f})", [0.0, 1.0], [rate, rate], dashed=True,
-                                        colour=chart_svg.MUTED))
-        out.append(_figure(charts.line_chart(
+            series.append(chart_lines.Series(f"chance ({rate:.2f})", [0.0, 1.0], [rate, rate], dashed=True,
+                                             colour=chart_svg.MUTED))
+        out.append(_figure(chart_lines.line_chart(
             "Precision-recall curve (overall)", series, x_label="recall", y_label="precision", x_range=(0.0, 1.0),
             y_range=(0.0, 1.0), width=380, height=340), "pr"))
     return out

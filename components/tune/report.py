@@ -10,7 +10,7 @@ import html
 import json
 import math
 
-from slipway.core import chart_svg, charts
+from slipway.core import chart_lines, chart_svg
 
 _STATUS_COLOURS = {"Succeeded": "#1b7f3b", "Failed": "#b3261e", "EarlyStopped": "#8a6d00", "Killed": "#666"}
 
@@ -62,18 +62,18 @@ def objective_chart(result: dict) -> str:
     # Succeeded first, so it takes the palette's first colour in every report.
     for status in sorted(by_status, key=lambda s: (s != "Succeeded", s)):
         xs, ys, titles = by_status[status]
-        series.append(charts.Series(f"{status} trial", xs, ys, style="points", point_titles=titles))
+        series.append(chart_lines.Series(f"{status} trial", xs, ys, style="points", point_titles=titles))
     if best_xs:
         # The line runs on to the last trial: the best so far holds until the search ends.
-        series.append(charts.Series("best so far", [*best_xs, len(trials)], [*best_ys, best_ys[-1]], style="step"))
+        series.append(chart_lines.Series("best so far", [*best_xs, len(trials)], [*best_ys, best_ys[-1]], style="step"))
     goal = objective.get("goal")
     if isinstance(goal, int | float) and not isinstance(goal, bool) and math.isfinite(goal):
-        series.append(charts.Series(f"goal {_format(float(goal))}", [0.5, len(trials) + 0.5], [goal, goal],
-                                    dashed=True, colour=chart_svg.MUTED))
+        series.append(chart_lines.Series(f"goal {_format(float(goal))}", [0.5, len(trials) + 0.5], [goal, goal],
+                                         dashed=True, colour=chart_svg.MUTED))
     direction = "higher is better" if maximize else "lower is better"
-    return charts.line_chart(f"{metric} by trial ({direction})", series, x_label="trial (in start order)",
-                             y_label=metric, x_range=(0.5, len(trials) + 0.5), integer_x=True, width=640,
-                             height=320)
+    return chart_lines.line_chart(f"{metric} by trial ({direction})", series, x_label="trial (in start order)",
+                                  y_label=metric, x_range=(0.5, len(trials) + 0.5), integer_x=True, width=640,
+                                  height=320)
 
 
 def trials_html(result: dict) -> str:

@@ -17,7 +17,7 @@ from slipway.components.tune import cluster as cluster_backend
 from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, render_experiment
 from slipway.components.tune.katib_admission import admission_errors
-from slipway.core import launcher, mpijob, upstream
+from slipway.core import launcher, mpijob, mpijob_checks, upstream
 from slipway.core.errors import SlipwayError
 from slipway.core.mpijob import ObjectStore, Pvc
 from slipway.core.testing_launcher import FakeApiServer
@@ -151,7 +151,7 @@ def test_mpijob_trial_with_pvc_is_valid_for_katib_and_the_mpijob_crd(katib_valid
     job = katib.substitute(exp, SAMPLE)
     job["metadata"] = {**job.get("metadata", {}), "name": SAMPLE["trialName"], "namespace": "ml"}
     assert schema_errors(mpijob_validator, job) == []
-    assert mpijob.operator_errors(job) == []
+    assert mpijob_checks.operator_errors(job) == []
     pods = [r["template"]["spec"] for r in job["spec"]["mpiReplicaSpecs"].values()]
     assert all(p["volumes"] == [{"name": "data", "persistentVolumeClaim": {"claimName": "shared-data"}}]
                for p in pods)

@@ -1,6 +1,6 @@
-"""The frame every chart of slipway.core.charts is drawn in: the <svg> element with its title, the legend, the
-plot area and its axes (ticks, grid lines, axis labels), labels left of the plot, and the "no data" placeholder.
-The charts add their marks in data coordinates through Frame.x and Frame.y."""
+"""The frame every chart of slipway.core.charts and chart_lines is drawn in: the <svg> element with its title,
+the legend, the plot area and its axes (ticks, grid lines, axis labels), labels left of the plot, and the "no data"
+placeholder. The charts add their marks in data coordinates through Frame.x and Frame.y."""
 
 from __future__ import annotations
 

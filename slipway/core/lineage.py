@@ -6,6 +6,9 @@ Pick the store with a URI (the SLIPWAY_LINEAGE environment variable for componen
   none                                 record nothing
 Artifacts are identified by URI (and, for raw files, content hash), so an output recorded by one step is the
 same MLMD artifact when the next step records it as an input: that is what makes the chain traceable.
+
+This module holds the records, the store interface, open_store and what a step records about its outputs (content
+hashes) and its environment; the ML Metadata store itself is lineage_mlmd.py.
 """
 
 from __future__ import annotations
@@ -18,14 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-PIPELINE_RUN = "slipway.PipelineRun"
-PIPELINE = "slipway.Pipeline"
-KFP_TYPE_PREFIX = "system."  # the types KFP's launcher records artifacts and executions under
 ENV_STORE = "SLIPWAY_LINEAGE"
 ENV_RUN_ID = "SLIPWAY_RUN_ID"
 ENV_PIPELINE = "SLIPWAY_PIPELINE"
-GRPC_TIMEOUT_S = 15  # per call to a remote MLMD server
-DEPLOY_COMPONENT = "deploy"  # its failed executions mark a model as never served (latest_blessed_model)
 CONTENT_HASH = "content_sha256"  # an output's property: sha256 over what it computed (content_hash)
 # Outputs that record an event rather than a result (TensorBoard's event files carry wall-clock times and host
 # names; a deployment, its endpoint and time; an HTML report renders a JSON output that is hashed): not hashed.
@@ -110,10 +108,13 @@ def open_store(uri: str | None = None) -> LineageStore:
     uri = uri if uri is not None else os.environ.get(ENV_STORE, "none")
     if uri in ("", "none"):
         return NoLineage()
+    # Imported here: the MLMD store builds on this module's records, and a process that records nothing skips it.
+    from slipway.core.lineage_mlmd import MlmdLineage, grpc_config, sqlite_config
+
     if uri.startswith("sqlite://"):
-        return MlmdLineage(uri, _sqlite_config(uri.removeprefix("sqlite://")))
+        return MlmdLineage(uri, sqlite_config(uri.removeprefix("sqlite://")))
     if uri.startswith("grpc://"):
-        return MlmdLineage(uri, _grpc_config(uri.removeprefix("grpc://")))
+        return MlmdLineage(uri, grpc_config(uri.removeprefix("grpc://")))
     from slipway.core.errors import SlipwayError
 
     raise SlipwayError(f"lineage store {uri!r}: expected sqlite:///path, grpc://host:port or none")
@@ -121,288 +122,6 @@ def open_store(uri: str | None = None) -> LineageStore:
 
 def sqlite_uri(path: str | os.PathLike) -> str:
     return "sqlite://" + str(Path(path).resolve())
-
-
-def _sqlite_config(path: str):
-    from ml_metadata.proto import metadata_store_pb2
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = path
-    config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE_OPENCREATE
-    return config
-
-
-def _grpc_config(address: str):
-    from ml_metadata.proto import metadata_store_pb2
-
-    host, _, port = address.partition(":")
-    if not host or not (port or "8080").isdigit():
-        from slipway.core.errors import SlipwayError
-
-        raise SlipwayError(f"lineage store grpc://{address}: expected grpc://host:port")
-    return metadata_store_pb2.MetadataStoreClientConfig(host=host, port=int(port or 8080),
-                                                        client_timeout_sec=GRPC_TIMEOUT_S)
-
-
-class MlmdLineage:
-    """LineageStore on ML Metadata."""
-
-    def __init__(self, location: str, config) -> None:
-        from ml_metadata.metadata_store import metadata_store
-
-        self.location = location
-        self._store = metadata_store.MetadataStore(config)
-        self._type_ids: dict[tuple[str, str], int] = {}
-        if location.startswith("grpc://"):
-            self._check_reachable()
-
-    def _check_reachable(self) -> None:
-        """A remote store is asked once up front, so a wrong endpoint fails the step before its work, not after."""
-        from slipway.core.errors import InfrastructureError
-
-        try:
-            self._store.get_context_types()
-        except Exception as exc:  # MLMD raises its errors module's types, keyed by gRPC status
-            detail = " ".join(str(exc).split())[:300]
-            raise InfrastructureError(f"lineage store {self.location}: not reachable ({type(exc).__name__}: "
-                                      f"{detail})") from None
-
-    # -- types -------------------------------------------------------------------------------------------
-    def _type_id(self, kind: str, name: str) -> int:
-        from ml_metadata.proto import metadata_store_pb2 as pb
-
-        key = (kind, name)
-        if key not in self._type_ids:
-            if kind == "artifact":
-                self._type_ids[key] = self._store.put_artifact_type(pb.ArtifactType(name=name))
-            elif kind == "execution":
-                self._type_ids[key] = self._store.put_execution_type(pb.ExecutionType(name=name))
-            else:
-                self._type_ids[key] = self._store.put_context_type(pb.ContextType(name=name))
-        return self._type_ids[key]
-
-    # -- writing -----------------------------------------------------------------------------------------
-    def record_step(self, record: StepRecord) -> None:
-        from ml_metadata.proto import metadata_store_pb2 as pb
-
-        execution = pb.Execution(type_id=self._type_id("execution", f"slipway.{record.component}"))
-        execution.last_known_state = pb.Execution.COMPLETE if record.state == "COMPLETE" else pb.Execution.FAILED
-        execution.name = self._execution_name(record)
-        _set_properties(
-            execution.custom_properties,
-            {
-                "component": record.component,
-                "state": record.state,
-                "started": record.started,
-                "finished": record.finished,
-                "seconds": round(record.finished - record.started, 3),
-                "params": json.dumps(record.params, sort_keys=True, default=str),
-                "error": record.error,
-                "startup_seconds": record.startup_seconds,
-                "slipway_version": _version(),
-                "environment": json.dumps(record.environment, sort_keys=True) if record.environment else None,
-            },
-        )
-        pairs, linked = [], set()
-        for artifacts, event_type in ((record.inputs, pb.Event.INPUT), (record.outputs, pb.Event.OUTPUT)):
-            for art in artifacts:
-                artifact = self._artifact_for(art, reuse=event_type == pb.Event.INPUT)
-                if artifact.id and (artifact.id, event_type) in linked:
-                    continue  # one artifact under two input names (a model that is its own baseline): MLMD keeps one
-                linked.add((artifact.id, event_type))
-                event = pb.Event(type=event_type)
-                step = event.path.steps.add()
-                step.key = art.name
-                pairs.append((artifact, event))
-        contexts = [self._context(PIPELINE_RUN, record.run_id), self._context(PIPELINE, record.pipeline)]
-        self._store.put_execution(execution, pairs, contexts, reuse_context_if_already_exist=True)
-
-    def _execution_name(self, record: StepRecord) -> str:
-        """run.component, or run.component.attempt-N when the step ran before in this run (a retried task)."""
-        type_name = f"slipway.{record.component}"
-        name = f"{record.run_id}.{record.component}"
-        attempt = 1
-        while self._store.get_execution_by_type_and_name(type_name, name) is not None:
-            attempt += 1
-            name = f"{record.run_id}.{record.component}.attempt-{attempt}"
-        return name
-
-    def _artifact_for(self, art: ArtifactRecord, reuse: bool):
-        from ml_metadata.proto import metadata_store_pb2 as pb
-
-        if reuse:
-            existing = self._find_artifact(art)
-            if existing is not None:
-                return existing
-        artifact = pb.Artifact(type_id=self._type_id("artifact", art.type_name), uri=art.uri)
-        artifact.state = pb.Artifact.LIVE
-        _set_properties(artifact.custom_properties, art.properties)
-        return artifact
-
-    def _find_artifact(self, art: ArtifactRecord):
-        candidates = self._own(self._store.get_artifacts_by_uri(art.uri))
-        wanted_hash = art.properties.get("sha256")
-        for candidate in sorted(candidates, key=lambda a: a.id, reverse=True):
-            if wanted_hash is None or _prop(candidate.custom_properties.get("sha256")) == wanted_hash:
-                return candidate
-        return None
-
-    def _own(self, artifacts: list) -> list:
-        """The artifacts Slipway's steps recorded. On Kubeflow the same store holds KFP's own record of each artifact
-        at the same URI (types system.*, written by its launcher), whose events stop at the step: ours reach back to
-        the raw files KFP never sees."""
-        if not artifacts:
-            return []
-        types = {t.id: t.name for t in self._store.get_artifact_types_by_id(list({a.type_id for a in artifacts}))}
-        return [a for a in artifacts if not types[a.type_id].startswith(KFP_TYPE_PREFIX)]
-
-    def _context(self, type_name: str, name: str):
-        from ml_metadata.proto import metadata_store_pb2 as pb
-
-        existing = self._store.get_context_by_type_and_name(type_name, name)
-        if existing is not None:
-            return existing
-        return pb.Context(type_id=self._type_id("context", type_name), name=name)
-
-    # -- reading -----------------------------------------------------------------------------------------
-    def run_steps(self, run_id: str) -> list[StepRecord]:
-        context = self._store.get_context_by_type_and_name(PIPELINE_RUN, run_id)
-        if context is None:
-            return []
-        executions = sorted(self._store.get_executions_by_context(context.id), key=lambda e: e.id)
-        return [self._step_record(execution, run_id) for execution in executions]
-
-    def _step_record(self, execution, run_id: str) -> StepRecord:
-        from ml_metadata.proto import metadata_store_pb2 as pb
-
-        props = {k: _prop(v) for k, v in execution.custom_properties.items()}
-        record = StepRecord(
-            component=props.get("component", ""),
-            run_id=run_id,
-            pipeline="",
-            state=props.get("state", ""),
-            started=props.get("started", 0.0),
-            finished=props.get("finished", 0.0),
-            params=json.loads(props.get("params") or "{}"),
-            error=props.get("error", ""),
-            startup_seconds=props.get("startup_seconds"),
-            environment=json.loads(props.get("environment") or "{}"),
-        )
-        events = self._store.get_events_by_execution_ids([execution.id])
-        artifacts = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in events])}
-        for event in events:
-            art = self._artifact_record(artifacts[event.artifact_id], _event_key(event))
-            (record.outputs if event.type == pb.Event.OUTPUT else record.inputs).append(art)
-        return record
-
-    def _artifact_record(self, artifact, name: str) -> ArtifactRecord:
-        type_name = self._store.get_artifact_types_by_id([artifact.type_id])[0].name
-        props = {k: _prop(v) for k, v in artifact.custom_properties.items()}
-        return ArtifactRecord(name=name, type_name=type_name, uri=artifact.uri, properties=props)
-
-    def trace(self, uri: str) -> list[LineageNode]:
-        """The artifact at `uri` and everything upstream of it, depth first, down to raw files."""
-        from ml_metadata.proto import metadata_store_pb2 as pb
-
-        candidates = self._store.get_artifacts_by_uri(uri)
-        start = sorted(self._own(candidates) or candidates, key=lambda a: a.id)
-        if not start:
-            return []
-        nodes: list[LineageNode] = []
-        seen: set[int] = set()
-
-        def visit(artifact, name: str, depth: int) -> None:
-            producers = [
-                e for e in self._store.get_events_by_artifact_ids([artifact.id]) if e.type == pb.Event.OUTPUT
-            ]
-            execution = self._store.get_executions_by_id([producers[-1].execution_id])[0] if producers else None
-            component = _prop(execution.custom_properties.get("component")) if execution else None
-            record = self._artifact_record(artifact, name)
-            nodes.append(LineageNode(record, component, execution.id if execution else None, depth))
-            if execution is None or execution.id in seen:
-                return  # a raw input, or a step already expanded above (one step, several outputs)
-            seen.add(execution.id)
-            events = self._store.get_events_by_execution_ids([execution.id])
-            inputs = [e for e in events if e.type == pb.Event.INPUT]
-            upstream = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in inputs])}
-            for event in inputs:
-                key = _event_key(event)
-                visit(upstream[event.artifact_id], key, depth + 1)
-
-        visit(start[-1], "", 0)
-        return nodes
-
-    def latest_blessed_model(self, pipeline: str) -> str | None:
-        """URI of the newest model whose evaluation wrote a BLESSED blessing in this pipeline's runs.
-
-        A model that a deploy step took and never deployed (its smoke request failed and it was rolled back, or
-        every attempt failed) is skipped: the baseline is meant to be what is being served.
-        """
-        from ml_metadata.proto import metadata_store_pb2 as pb
-
-        context = self._store.get_context_by_type_and_name(PIPELINE, pipeline)
-        if context is None:
-            return None
-        blessings = [
-            a
-            for a in self._store.get_artifacts_by_context(context.id)
-            if _prop(a.custom_properties.get("blessed")) in (True, 1, "true", "True")
-        ]
-        for blessing in sorted(blessings, key=lambda a: a.id, reverse=True):
-            producers = [
-                e for e in self._store.get_events_by_artifact_ids([blessing.id]) if e.type == pb.Event.OUTPUT
-            ]
-            for producer in producers:
-                events = self._store.get_events_by_execution_ids([producer.execution_id])
-                models = [e for e in events if e.type == pb.Event.INPUT and _event_key(e) == "model"]
-                for model_event in models:
-                    model = self._store.get_artifacts_by_id([model_event.artifact_id])[0]
-                    if not (Path(model.uri).exists() or "://" in model.uri) or self._never_deployed(model.id):
-                        continue
-                    return model.uri
-        return None
-
-    def _never_deployed(self, model_id: int) -> bool:
-        """True when deploy steps took this model and none of them completed."""
-        from ml_metadata.proto import metadata_store_pb2 as pb
-
-        taken = [e.execution_id for e in self._store.get_events_by_artifact_ids([model_id]) if e.type == pb.Event.INPUT]
-        deploys = [x for x in self._store.get_executions_by_id(taken)
-                   if _prop(x.custom_properties.get("component")) == DEPLOY_COMPONENT]
-        return bool(deploys) and all(_prop(x.custom_properties.get("state")) != "COMPLETE" for x in deploys)
-
-
-def _event_key(event) -> str:
-    return event.path.steps[0].key if event.path.steps else ""
-
-
-def _set_properties(target, values: dict[str, Any]) -> None:
-    for key, value in values.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            target[key].string_value = "true" if value else "false"
-        elif isinstance(value, int):
-            target[key].int_value = value
-        elif isinstance(value, float):
-            target[key].double_value = value
-        elif isinstance(value, str):
-            target[key].string_value = value
-        else:
-            target[key].string_value = json.dumps(value, sort_keys=True, default=str)
-
-
-def _prop(value):
-    if value is None:
-        return None
-    kind = value.WhichOneof("value")
-    raw = getattr(value, kind) if kind else None
-    if raw == "true":
-        return True
-    if raw == "false":
-        return False
-    return raw
 
 
 def environment() -> dict[str, str]:

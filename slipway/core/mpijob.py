@@ -4,6 +4,9 @@ The launcher pod runs `mpirun ... python -m slipway.components.train.distributed
 spec's trainer_args, TrainerCommand(...).args() of slipway/core/trainer_command.py); the worker pods run sshd on
 port 2222 for it (images/trainer/Dockerfile, images/trainer/README.md). Object-store credentials reach the pods
 only as secretKeyRef environment variables, never as values.
+
+validate() checks the spec by the rules mpijob_checks.py mirrors from Kubernetes and mpi-operator; render() checks
+the object it built with mpijob_checks.operator_errors before returning it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,14 @@ from slipway.core import launcher
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
 from slipway.core.launcher import owner_labels
+from slipway.core.mpijob_checks import (
+    CLEAN_POD_POLICIES,
+    DNS1035,
+    DNS1123,
+    ENV_NAME,
+    operator_errors,
+    resource_quantities,
+)
 from slipway.core.trainer_command import entry_point
 
 # mpi-operator v2beta1 sets Created, Running, Restarting, Suspended, Succeeded and Failed; only the last two end a job.
@@ -36,16 +47,8 @@ SSHD_CONFIG = f"{HOME}/.sshd_config"
 SSH_PORT = 2222
 LAUNCHER_CONTAINER = "mpi-launcher"
 WORKER_CONTAINER = "mpi-worker"
-CLEAN_POD_POLICIES = ("None", "Running", "All")
 CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 ALWAYS_ENV = {"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1"}
-
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_NUMBER = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-# Kubernetes resource.Quantity (the pattern the CRD carries for int-or-string quantities)
-QUANTITY = re.compile(rf"^(\+|-)?{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?$")
 
 
 @dataclass(frozen=True)
@@ -114,12 +117,12 @@ def validate(spec: MPIJobSpec) -> None:
         raise SlipwayError(f"mpijob: slots_per_worker must be an integer >= 1, got {spec.slots_per_worker!r}")
     # The operator names worker pods NAME-worker-INDEX and requires that to be a DNS-1035 label (<= 63 chars).
     longest = f"{spec.name}-worker-{spec.workers - 1}"
-    if not _DNS1035.match(spec.name or "") or len(longest) > 63:
+    if not DNS1035.match(spec.name or "") or len(longest) > 63:
         raise SlipwayError(
             f"mpijob: name {spec.name!r} must be lower-case letters, digits and '-', start with a letter, and leave "
             f"room for '{longest[len(spec.name):]}' within 63 characters (at most {63 - len(longest) + len(spec.name)})"
         )
-    if not _DNS1123.match(spec.namespace or "") or len(spec.namespace) > 63:
+    if not DNS1123.match(spec.namespace or "") or len(spec.namespace) > 63:
         raise SlipwayError(f"mpijob: namespace {spec.namespace!r} is not a valid namespace name")
     if not spec.image or any(c.isspace() for c in spec.image):
         raise SlipwayError(f"mpijob: image {spec.image!r} is empty or contains spaces")
@@ -140,7 +143,7 @@ def validate(spec: MPIJobSpec) -> None:
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise SlipwayError(f"mpijob: {label} must be an integer >= 0, got {value!r}")
     for role, res in (("worker", spec.worker_resources), ("launcher", spec.launcher_resources)):
-        _quantities(role, res)
+        resource_quantities(role, res)
     _validate_storage(spec)
 
 
@@ -167,7 +170,7 @@ def _validate_placement(spec: MPIJobSpec) -> None:
 
 def _validate_env(env: Mapping[str, str]) -> None:
     for name, value in env.items():
-        if not _ENV_NAME.match(str(name)):
+        if not ENV_NAME.match(str(name)):
             raise SlipwayError(f"mpijob: environment variable name {name!r} is not valid")
         if name in CREDENTIAL_VARS:
             raise SlipwayError(f"mpijob: {name} must not be passed as a value; put it in the object store's Secret")
@@ -186,38 +189,18 @@ def _validate_storage(spec: MPIJobSpec) -> None:
         raise SlipwayError(f"mpijob: {s3_uris[0]} is an object-store URI but no credentials Secret was given "
                            "(ObjectStore(secret_name=...))")
     if isinstance(storage, ObjectStore):
-        if not _DNS1123.match(storage.secret_name or "") and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-                                                                          storage.secret_name or ""):
+        if not DNS1123.match(storage.secret_name or "") and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                                                         storage.secret_name or ""):
             raise SlipwayError(f"mpijob: object store secret_name {storage.secret_name!r} is not a valid Secret name")
         if storage.endpoint and not re.match(r"^https?://[^\s/]+", storage.endpoint):
             raise SlipwayError(f"mpijob: s3 endpoint {storage.endpoint!r} must look like http(s)://host[:port]")
     if isinstance(storage, Pvc):
-        if not _DNS1123.match(storage.claim_name or "") and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
-                                                                         storage.claim_name or ""):
+        if not DNS1123.match(storage.claim_name or "") and not re.match(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                                                                        storage.claim_name or ""):
             raise SlipwayError(f"mpijob: PVC claim name {storage.claim_name!r} is not a valid name")
         if not storage.mount_path.startswith("/") or storage.mount_path.rstrip("/") in ("", HOME, SSH_AUTH_MOUNT_PATH):
             raise SlipwayError(f"mpijob: PVC mount path {storage.mount_path!r} must be an absolute path other than "
                                f"/, {HOME} or {SSH_AUTH_MOUNT_PATH}")
-
-
-def _quantity(role: str, what: str, value: Any) -> str:
-    text = str(value)
-    if isinstance(value, bool) or not QUANTITY.match(text):
-        raise SlipwayError(f"mpijob: {role} {what} {value!r} is not a Kubernetes quantity (e.g. 2, 500m, 4Gi)")
-    return text
-
-
-def _quantities(role: str, res: Resources) -> dict[str, str]:
-    out = {}
-    if res.cpu is not None:
-        out["cpu"] = _quantity(role, "cpu", res.cpu)
-    if res.memory is not None:
-        out["memory"] = _quantity(role, "memory", res.memory)
-    if not isinstance(res.gpus, int) or isinstance(res.gpus, bool) or res.gpus < 0:
-        raise SlipwayError(f"mpijob: {role} gpus must be an integer >= 0, got {res.gpus!r}")
-    if res.gpus:
-        out["nvidia.com/gpu"] = str(res.gpus)
-    return out
 
 
 def _env(spec: MPIJobSpec, with_credentials: bool) -> list[dict]:
@@ -248,7 +231,7 @@ def mpirun_command(spec: MPIJobSpec, env_names: Sequence[str]) -> list[str]:
 
 
 def _container_resources(role: str, res: Resources) -> dict:
-    quantities = _quantities(role, res)
+    quantities = resource_quantities(role, res)
     return {"requests": dict(quantities), "limits": dict(quantities)} if quantities else {}
 
 
@@ -352,50 +335,3 @@ def render_yaml(spec: MPIJobSpec) -> str:
     import yaml
 
     return yaml.safe_dump(render(spec), sort_keys=False, default_flow_style=False, width=1000)
-
-
-def operator_errors(obj: Mapping[str, Any]) -> list[str]:
-    """What mpi-operator's own validation (beyond the CRD schema) would reject; [] when nothing.
-
-    Mirrors pkg/apis/kubeflow/validation: worker hostnames are DNS-1035 labels, slotsPerWorker >= 0, known
-    cleanPodPolicy / mpiImplementation / restartPolicy, non-negative run-policy numbers, one launcher, >= 1
-    worker, at least one container per replica.
-    """
-    errors: list[str] = []
-    spec = obj.get("spec") or {}
-    name = (obj.get("metadata") or {}).get("name", "")
-    replicas = spec.get("mpiReplicaSpecs") or {}
-    worker = replicas.get("Worker") or {}
-    count = worker.get("replicas") if isinstance(worker.get("replicas"), int) and worker.get("replicas") > 0 else 1
-    host = f"{name}-worker-{count - 1}"
-    if len(host) > 63 or not _DNS1035.match(host):
-        errors.append(f"metadata.name: worker hostname {host!r} is not a DNS-1035 label")
-    slots = spec.get("slotsPerWorker")
-    if not isinstance(slots, int) or isinstance(slots, bool) or slots < 0:
-        errors.append(f"spec.slotsPerWorker: {slots!r} must be a non-negative integer")
-    run_policy = spec.get("runPolicy") or {}
-    if run_policy.get("cleanPodPolicy") not in CLEAN_POD_POLICIES:
-        errors.append(f"spec.runPolicy.cleanPodPolicy: {run_policy.get('cleanPodPolicy')!r} "
-                      f"not in {CLEAN_POD_POLICIES}")
-    for key in ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit"):
-        if key in run_policy and (not isinstance(run_policy[key], int) or run_policy[key] < 0):
-            errors.append(f"spec.runPolicy.{key}: {run_policy[key]!r} must be >= 0")
-    if not spec.get("sshAuthMountPath"):
-        errors.append("spec.sshAuthMountPath: required")
-    if spec.get("mpiImplementation") not in ("OpenMPI", "Intel", "MPICH"):
-        errors.append(f"spec.mpiImplementation: {spec.get('mpiImplementation')!r} not supported")
-    if "Launcher" not in replicas:
-        errors.append("spec.mpiReplicaSpecs.Launcher: required")
-    for role, replica in replicas.items():
-        path = f"spec.mpiReplicaSpecs.{role}"
-        if not isinstance(replica.get("replicas"), int):
-            errors.append(f"{path}.replicas: required")
-        elif role == "Launcher" and replica["replicas"] != 1:
-            errors.append(f"{path}.replicas: must be 1")
-        elif role == "Worker" and replica["replicas"] < 1:
-            errors.append(f"{path}.replicas: must be >= 1")
-        if replica.get("restartPolicy") not in ("Never", "OnFailure"):
-            errors.append(f"{path}.restartPolicy: {replica.get('restartPolicy')!r} not Never or OnFailure")
-        if not ((replica.get("template") or {}).get("spec") or {}).get("containers"):
-            errors.append(f"{path}.template.spec.containers: at least one container")
-    return errors

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from slipway.core import charts
+from slipway.core import chart_lines, charts
 
 
 def parse(svg: str) -> ET.Element:
@@ -93,8 +93,9 @@ def test_bar_chart_rows_notes_and_escaped_labels():
 def test_roc_polyline_goes_through_the_given_points_with_the_chance_diagonal():
     fpr = [1.0, 0.6, 0.3, 0.1, 0.0]
     tpr = [1.0, 0.95, 0.8, 0.5, 0.0]
-    svg = charts.line_chart("ROC", [charts.Series("model (AUC 0.88)", fpr, tpr)], x_label="false positive rate",
-                            y_label="true positive rate", x_range=(0, 1), y_range=(0, 1), diagonal="chance")
+    svg = chart_lines.line_chart("ROC", [chart_lines.Series("model (AUC 0.88)", fpr, tpr)],
+                                 x_label="false positive rate", y_label="true positive rate", x_range=(0, 1),
+                                 y_range=(0, 1), diagonal="chance")
     root = parse(svg)
     self_contained(svg)
     left, top, width, height = plot_area(root)
@@ -115,9 +116,9 @@ def test_roc_polyline_goes_through_the_given_points_with_the_chance_diagonal():
 
 def test_points_and_step_line():
     xs, ys = [1, 2, 3, 4], [0.5, 0.7, 0.6, 0.8]
-    svg = charts.line_chart("score by trial", [
-        charts.Series("trial", xs, ys, style="points", point_titles=["a", "b", "c", "d"]),
-        charts.Series("best so far", xs, [0.5, 0.7, 0.7, 0.8], style="step"),
+    svg = chart_lines.line_chart("score by trial", [
+        chart_lines.Series("trial", xs, ys, style="points", point_titles=["a", "b", "c", "d"]),
+        chart_lines.Series("best so far", xs, [0.5, 0.7, 0.7, 0.8], style="step"),
     ], x_range=(0.5, 4.5), integer_x=True)
     root = parse(svg)
     assert [c.find("title").text for c in of_class(root, "point")] == ["a", "b", "c", "d"]
@@ -127,7 +128,7 @@ def test_points_and_step_line():
     ticks = [t.text for g in of_class(root, "x-axis") for t in g.iter("text")]
     assert ticks == ["1", "2", "3", "4"]
     with pytest.raises(ValueError, match="style must be one of"):
-        charts.line_chart("x", [charts.Series("s", [1], [1], style="bars")])
+        chart_lines.line_chart("x", [chart_lines.Series("s", [1], [1], style="bars")])
 
 
 def test_heatmap_has_a_cell_per_entry_with_its_count_and_darker_for_more():
@@ -160,7 +161,8 @@ def test_output_is_deterministic_and_empty_data_still_renders():
     assert make() == make()
     assert "0.30000000000000004" not in make()  # coordinates and labels are rounded
     for svg in (charts.histogram("x", [], {}), charts.bar_chart("x", [], {}),
-                charts.line_chart("x", [charts.Series("s", [float("nan")], [1.0])]), charts.heatmap("x", [], [], [])):
+                chart_lines.line_chart("x", [chart_lines.Series("s", [float("nan")], [1.0])]),
+                charts.heatmap("x", [], [], [])):
         root = parse(svg)
         assert "no data" in {t.text for t in root.iter("text")}
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import slipway  # noqa: F401
-from slipway.core import launcher, mpijob, upstream
+from slipway.core import launcher, mpijob, mpijob_checks, upstream
 from slipway.core.errors import SlipwayError
 from slipway.core.mpijob import MPIJobSpec, ObjectStore, Pvc, Resources, RunPolicy
 from slipway.core.trainer_command import TrainerCommand
@@ -55,7 +55,7 @@ def pod_errors(obj) -> list[str]:
                 errors.append(f"{where}: no image")
             for kind in ("requests", "limits"):
                 for res, qty in c.get("resources", {}).get(kind, {}).items():
-                    if not isinstance(qty, str) or not mpijob.QUANTITY.match(qty):
+                    if not isinstance(qty, str) or not mpijob_checks.QUANTITY.match(qty):
                         errors.append(f"{where}: {kind}.{res}={qty!r} is not a quantity string")
             limits, requests = c.get("resources", {}).get("limits", {}), c.get("resources", {}).get("requests", {})
             if "nvidia.com/gpu" in requests and requests["nvidia.com/gpu"] != limits.get("nvidia.com/gpu"):
@@ -98,7 +98,7 @@ VARIANTS = {
 def test_rendered_mpijobs_validate_against_the_crd_and_the_operator(validator, variant):
     obj = yaml.safe_load(mpijob.render_yaml(VARIANTS[variant]))  # what kubectl apply would send
     assert schema_errors(validator, obj) == []
-    assert mpijob.operator_errors(obj) == []
+    assert mpijob_checks.operator_errors(obj) == []
     assert pod_errors(obj) == []
     assert obj["apiVersion"] == "kubeflow.org/v2beta1" and obj["kind"] == "MPIJob"
     assert obj["spec"]["launcherCreationPolicy"] == "WaitForWorkersReady"
@@ -125,12 +125,12 @@ def test_the_validator_rejects_broken_objects(validator):
     assert schema_errors(validator, broken(lambda s: s.pop("mpiReplicaSpecs")))
     # cleanPodPolicy has no enum in the CRD; mpi-operator's validation rejects it (and never starts the job)
     unknown_policy = broken(lambda s: s["runPolicy"].update(cleanPodPolicy="OnCompletion"))
-    assert mpijob.operator_errors(unknown_policy) == \
+    assert mpijob_checks.operator_errors(unknown_policy) == \
         ["spec.runPolicy.cleanPodPolicy: 'OnCompletion' not in ('None', 'Running', 'All')"]
-    assert mpijob.operator_errors(broken(lambda s: s["mpiReplicaSpecs"]["Launcher"].update(replicas=2)))
+    assert mpijob_checks.operator_errors(broken(lambda s: s["mpiReplicaSpecs"]["Launcher"].update(replicas=2)))
     long_name = copy.deepcopy(good)
     long_name["metadata"]["name"] = "a" * 60
-    assert "DNS-1035" in mpijob.operator_errors(long_name)[0]
+    assert "DNS-1035" in mpijob_checks.operator_errors(long_name)[0]
 
 
 def test_credentials_only_as_secret_key_refs(monkeypatch):
@@ -215,7 +215,7 @@ def test_owner_labels_let_the_launcher_reattach():
     workers = 16
     name = launcher.job_name("taxi", "0b5f2c1e-7c1d-4f7e-9a0b-3c2d1e0f9a8b", "train " * 20,
                              max_len=63 - len(f"-worker-{workers - 1}"))
-    assert mpijob.operator_errors(mpijob.render(spec(name=name, workers=workers))) == []
+    assert mpijob_checks.operator_errors(mpijob.render(spec(name=name, workers=workers))) == []
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
@@ -263,7 +263,7 @@ def test_render_command_prints_a_valid_mpijob(validator):
                   "--task", "train", "--env", "HOROVOD_LOG_LEVEL=info"])
     assert run_render(args, out) == 0
     obj = yaml.safe_load(out.getvalue())
-    assert schema_errors(validator, obj) == [] and mpijob.operator_errors(obj) == [] and pod_errors(obj) == []
+    assert schema_errors(validator, obj) == [] and mpijob_checks.operator_errors(obj) == [] and pod_errors(obj) == []
     command = containers(obj, "Launcher")[0]["command"]
     assert command[command.index("--hyperparameters") + 1] == '{"epochs": 2}'
     assert command[command.index("--checkpoint-dir") + 1] == "s3://ml/ckpt"
