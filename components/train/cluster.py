@@ -18,13 +18,10 @@ from slipway.core.cluster import (
     copy_inputs_to_claim,
     gfile_uri,
     own_namespace,
-    parse_config,
     storage_spec,
 )
 from slipway.core.errors import InfrastructureError
 from slipway.core.trainer_command import TrainerCommand
-
-__all__ = ["ClusterConfig", "build_spec", "gfile_uri", "job_identity", "parse_config", "ranks_agree", "run"]
 
 
 def job_identity(model_uri: str) -> str:

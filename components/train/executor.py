@@ -46,9 +46,10 @@ def run_on(backend: str, transformed_examples, transform_graph, module_file: str
                    hyperparameters, workers=workers, checkpoint_dir=checkpoint_dir)
     if backend == "kubernetes":
         from slipway.components.train import cluster as cluster_backend
+        from slipway.core.cluster import parse_config
 
         hparams = resolve_hyperparameters(load_user_module(module_file), hyperparameters)
-        config = cluster_backend.parse_config(cluster, default_image=trainer_image)
+        config = parse_config(cluster, default_image=trainer_image)
         return cluster_backend.run(transformed_examples, transform_graph, module_file, model, tensorboard, hparams,
                                    workers, checkpoint_dir, config, reference_file=reference_file)
     raise SlipwayError(f"backend {backend!r}: expected local or kubernetes")

@@ -12,6 +12,7 @@ import pytest
 
 from slipway.components.train import cluster, distributed
 from slipway.core import launcher, upstream
+from slipway.core.cluster import gfile_uri, parse_config
 from slipway.core.errors import SlipwayError
 from slipway.render import crd_validator
 
@@ -65,7 +66,7 @@ def inputs(tmp_path_factory, transformed_inputs):
 def test_pvc_backend_trains_through_the_rendered_mpijob_and_hands_back_the_model(inputs, tmp_path: Path):
     root, made = inputs
     pvc = tmp_path / "pvc"
-    config = cluster.parse_config({"namespace": "team-a", "pvc": "shared-data", "mount_path": str(pvc)})
+    config = parse_config({"namespace": "team-a", "pvc": "shared-data", "mount_path": str(pvc)})
     server = ExecutingApiServer()
     model, logs = artifact(tmp_path / "out" / "model", "minio://mlpipeline/v2/run-1/train/model"), artifact(
         tmp_path / "out" / "tb")
@@ -99,7 +100,7 @@ class FailingApiServer(ExecutingApiServer):
 def test_a_failed_job_leaves_no_model_behind_but_keeps_checkpoints_for_a_retry(inputs, tmp_path: Path):
     root, made = inputs
     pvc = tmp_path / "pvc"
-    config = cluster.parse_config({"namespace": "team-a", "pvc": "shared-data", "mount_path": str(pvc)})
+    config = parse_config({"namespace": "team-a", "pvc": "shared-data", "mount_path": str(pvc)})
     model = artifact(tmp_path / "out" / "model", "minio://mlpipeline/v2/run-2/train/model")
     with pytest.raises(SlipwayError) as failed:
         cluster.run(artifact(root / "transformed"), artifact(root / "graph"), str(made["module"]), model,
@@ -129,7 +130,7 @@ def test_same_task_same_job_name_other_task_other_name():
     first = cluster.job_identity("minio://mlpipeline/v2/run-1/train/model")
     assert first == cluster.job_identity("minio://mlpipeline/v2/run-1/train/model")
     assert first != cluster.job_identity("minio://mlpipeline/v2/run-2/train/model")
-    assert cluster.gfile_uri("minio://mlpipeline/a/b") == "s3://mlpipeline/a/b"
+    assert gfile_uri("minio://mlpipeline/a/b") == "s3://mlpipeline/a/b"
 
 
 @pytest.mark.parametrize(("config", "message"), [
@@ -141,13 +142,13 @@ def test_same_task_same_job_name_other_task_other_name():
 ])
 def test_bad_cluster_config_is_one_line(config, message):
     with pytest.raises(SlipwayError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        cluster.parse_config(config if isinstance(config, str) else json.dumps(config))
+        parse_config(config if isinstance(config, str) else json.dumps(config))
 
 
 def test_too_many_workers_are_refused_before_anything_is_created(inputs, tmp_path: Path):
     root, made = inputs
     server = ExecutingApiServer()
-    config = cluster.parse_config({"namespace": "a", "secret": "creds", "slots_per_worker": 4})
+    config = parse_config({"namespace": "a", "secret": "creds", "slots_per_worker": 4})
     with pytest.raises(SlipwayError, match="workers=32 x batch_size=64"):
         cluster.run(artifact(root / "transformed"), artifact(root / "graph"), str(made["module"]),
                     artifact(tmp_path / "m"), artifact(tmp_path / "t"), {"epochs": 1, "batch_size": 64,
