@@ -87,3 +87,15 @@ def test_latest_blessed_model_skips_a_model_whose_deploy_never_completed(tmp_pat
     _record(store, "r4", "evaluate", [_art("model", "Model", str(first))],
             [_art("blessing", "ModelBlessing", "/x/r4/blessing", blessed=False)])
     assert store.latest_blessed_model("demo") == str(third)  # a NOT_BLESSED blessing is no candidate
+
+
+def test_an_outputs_properties_are_read_back_in_key_order(tmp_path: Path):
+    """ML Metadata returns an artifact's properties in no fixed order; summary.json and the printouts read them
+    sorted, so the same run reads the same every time."""
+    store = lineage.open_store(lineage.sqlite_uri(tmp_path / "m.sqlite"))
+    properties = {"status": "deployed", "endpoint": "http://x", "reason": "", "model_version": 2, "backend": "local"}
+    output = lineage.ArtifactRecord("deployment", "Deployment", str(tmp_path / "d"), properties)
+    store.record_step(lineage.StepRecord("deploy", "run-1", "demo", "COMPLETE", 1.0, 2.0, {}, [], [output], ""))
+    (step,) = store.run_steps("run-1")
+    (read,) = step.outputs
+    assert list(read.properties) == sorted(properties) and read.properties["model_version"] == 2

@@ -201,7 +201,9 @@ class MlmdLineage:
 
     def _artifact_record(self, artifact, name: str) -> ArtifactRecord:
         type_name = self._store.get_artifact_types_by_id([artifact.type_id])[0].name
-        props = {k: _prop(v) for k, v in artifact.custom_properties.items()}
+        # sorted: ML Metadata hands a map back in no fixed order, and what is read from it (summary.json, the
+        # lineage printout) should not change with it
+        props = {k: _prop(v) for k, v in sorted(artifact.custom_properties.items())}
         return ArtifactRecord(name=name, type_name=type_name, uri=artifact.uri, properties=props)
 
     def trace(self, uri: str) -> list[LineageNode]:

@@ -223,7 +223,6 @@ def _output_properties(record, name: str) -> dict:
         return {}
     for art in record.outputs:
         if art.name == name:
-            # sorted: ML Metadata hands properties back in no fixed order, and summary.json should not change with it
-            return {key: step_facts.decoded(value) for key, value in sorted(art.properties.items())}
+            return {key: step_facts.decoded(value) for key, value in art.properties.items()}
     return {}
 
