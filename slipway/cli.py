@@ -1,6 +1,7 @@
-"""`slipway` command line: run | serve | predict | compile | lineage | render | data | images | tensorboard | upload |
-submit | terminate | schedule | schedules | unschedule. Each subcommand is a module with its flags and its command
-(slipway/commands/, and the serving, images, delivery, render and tensorboard modules); this file only lists them."""
+"""`slipway` command line: run | serve | predict | compile | authoring | lineage | render | data | images |
+tensorboard | upload | submit | terminate | schedule | schedules | unschedule. Each subcommand is a module with its
+flags and its command (slipway/commands/, and the serving, images, delivery, render and tensorboard modules); this
+file only lists them."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import argparse
 import sys
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
+from slipway.commands import authoring, data, lineage, run
 from slipway.commands import compile as compile_command
-from slipway.commands import data, lineage, run
 from slipway.core.errors import SlipwayError
 
 
@@ -22,6 +23,7 @@ def _subcommands() -> list:
     return [
         (run.add_parser, {"run": run.command}),
         (compile_command.add_parser, {"compile": compile_command.command}),
+        (authoring.add_parser, {"authoring": authoring.command}),
         (lineage.add_parser, {"lineage": lineage.command}),
         (render.add_render_parser, {"render": render.run_render}),
         (data.add_parser, {"data": data.command}),

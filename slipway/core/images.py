@@ -20,6 +20,8 @@ from slipway.core.errors import SlipwayError
 IMAGE_NAMES = ("runtime", "trainer", "serving")
 DIGESTS_ENV = "SLIPWAY_IMAGE_DIGESTS"
 DIGESTS_FILE = Path(__file__).resolve().parents[2] / "images" / "digests.json"
+# The authoring wheel (slipway/authoring.py) has no images/ folder: it carries the digests it was built with here.
+PACKAGED_DIGESTS_FILE = Path(__file__).with_name("image_digests.json")
 DEFAULT_REGISTRY = "ghcr.io/slipway-ml"
 # What the components need: the runtime is every step's image, the trainer runs MPIJob pods and Katib trials.
 REQUIRED_BY_COMPONENTS = ("runtime", "trainer")
@@ -31,7 +33,9 @@ def repository_name(registry: str, name: str) -> str:
 
 
 def digests_path() -> Path:
-    return Path(os.environ.get(DIGESTS_ENV) or DIGESTS_FILE)
+    if os.environ.get(DIGESTS_ENV):
+        return Path(os.environ[DIGESTS_ENV])
+    return DIGESTS_FILE if DIGESTS_FILE.exists() or not PACKAGED_DIGESTS_FILE.exists() else PACKAGED_DIGESTS_FILE
 
 
 def read_digests(path: Path | None = None) -> dict:
