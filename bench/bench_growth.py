@@ -15,20 +15,19 @@ is the same file every time); integer and string columns are copied as they are.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
+import os
 import platform
 import shlex
 import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 
-import psutil
+from process_tree import watch_peak_rss
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -119,39 +118,14 @@ def run_step(step: str, args: dict) -> dict:
     started = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-c", code, json.dumps(args)], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-    peak = _watch_peak_rss(process.pid)
+    peak = watch_peak_rss(process.pid)
     output = process.communicate()[0]
     seconds = time.perf_counter() - started
     if process.returncode != 0:
         tail = "\n".join(output.strip().splitlines()[-15:])
         raise SystemExit(f"{step} failed (exit {process.returncode}):\n{tail}")
     result = json.loads(next(line for line in output.splitlines() if line.startswith("BENCH "))[6:])
-    return {"seconds": seconds, "peak_mib": peak.value / 2**20, **result}
-
-
-class _Peak:
-    value = 0
-
-
-def _watch_peak_rss(pid: int) -> _Peak:
-    """Poll the process tree's summed RSS every 0.1 s in a thread until the process ends."""
-    peak = _Peak()
-
-    def poll() -> None:
-        try:
-            root = psutil.Process(pid)
-            while root.is_running() and root.status() != psutil.STATUS_ZOMBIE:
-                total = 0
-                for proc in [root, *root.children(recursive=True)]:
-                    with contextlib.suppress(psutil.Error):
-                        total += proc.memory_info().rss
-                peak.value = max(peak.value, total)
-                time.sleep(0.1)
-        except psutil.Error:
-            pass
-
-    threading.Thread(target=poll, daemon=True).start()
-    return peak
+    return {"seconds": seconds, "peak_mib": peak.mib, **result}
 
 
 def bench(sizes: list[int], steps: list[str], workdir: Path, beam_args: list[str]) -> dict[int, dict[str, dict]]:
@@ -267,7 +241,7 @@ def _write_results(lines: list[str], verdicts: list[str], sizes: list[int], beam
     with open(taxi_csv()) as f:
         base = sum(1 for _ in f) - 1
     title = (f"## {datetime.date.today()} — growth with the data (taxi sample x {', '.join(map(str, sizes))}: "
-             f"{base:,} to {base * sizes[-1]:,} rows), {platform.machine()}, {psutil.cpu_count()} cores"
+             f"{base:,} to {base * sizes[-1]:,} rows), {platform.machine()}, {os.cpu_count()} cores"
              + (f", beam_pipeline_args `{beam_args}`" if beam_args else ", each step's default Beam choice"))
     text = [title, "", *lines, "", *[f"- {v}" for v in verdicts], "", textwrap.fill(
         "How to read it: each step runs alone in a fresh process on the previous step's outputs (seconds include "

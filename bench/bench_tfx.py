@@ -11,7 +11,7 @@ the range. Training is matched (3 epochs x 77 steps of 128, 39 validation steps 
 Slipway run), Beam runs in process on one worker on both sides, and both evaluations compute the same TFMA metrics
 overall and by trip_start_hour.
 
-TFX components map onto Slipway's steps: CsvExampleGen -> ingest, StatisticsGen + SchemaGen + ExampleValidator
+TFX components map onto Slipway's steps: CsvExampleGen -> ingest, StatisticsGen + ImportSchemaGen + ExampleValidator
 -> validate, Transform -> transform, Trainer -> train, Evaluator -> evaluate.
 """
 
@@ -30,6 +30,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from process_tree import watch_peak_rss
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -93,6 +95,7 @@ class Source:
                 (self.root / "slipway" / name).symlink_to(Path("..") / name)
             self.env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.root), self.env.get("PYTHONPATH")]))
         self.taxi_module = self.root / "pipelines" / "modules" / "taxi.py"
+        self.taxi_schema = self.root / "pipelines" / "modules" / "taxi_schema.pbtxt"
 
     def describe(self) -> str:
         if not self.ref:
@@ -114,13 +117,22 @@ def wait_for_quiet(limit: float, threshold: float = 0.3, window: float = 5.0) ->
             return busy
 
 
+def run_measured(command: list[str], cwd: Path, env: dict | None = None) -> tuple[subprocess.CompletedProcess, Usage,
+                                                                               float]:
+    """Run a command to its end; its output, Usage and the peak memory of its process tree (MiB)."""
+    with Usage() as usage:
+        process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True)
+        peak = watch_peak_rss(process.pid)
+        output = process.communicate()[0]
+    return subprocess.CompletedProcess(command, process.returncode, output), usage, peak.mib
+
+
 def run_slipway(source: Source, workdir: Path) -> dict:
     # What the `slipway` console script runs, with this interpreter (so the same start-up either way).
     command = [sys.executable, "-c", "import sys; from slipway.cli import main; sys.exit(main())", "run",
                "--workdir", str(workdir), "--baseline", "none", "--deploy", "push"]
-    with Usage() as usage:
-        done = subprocess.run(command, cwd=source.root, env=source.env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    done, usage, peak_mib = run_measured(command, source.root, source.env)
     summary_path = workdir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     if done.returncode != 0:
@@ -130,7 +142,7 @@ def run_slipway(source: Source, workdir: Path) -> dict:
     examples = json.loads((Path(summary["steps"]["ingest"]["outputs"]["examples"]) / "examples_meta.json").read_text())
     model = json.loads((Path(summary["model"]) / "model_meta.json").read_text())
     return {
-        "wall": usage.wall, "cpu": usage.cpu, "others": usage.others, "steps": steps,
+        "wall": usage.wall, "cpu": usage.cpu, "others": usage.others, "steps": steps, "peak_mib": peak_mib,
         "inner_wall": summary["wall_seconds"], "startup": summary.get("startup_seconds", 0.0),
         "metrics": summary.get("metrics") or {}, "blessed": summary.get("blessed"),
         "train_steps": model["train_steps"], "eval_steps": examples["splits"]["eval"] // BATCH,
@@ -138,19 +150,20 @@ def run_slipway(source: Source, workdir: Path) -> dict:
     }
 
 
-def run_tfx(python: Path, data: Path, workdir: Path, train_steps: int, eval_steps: int, taxi_module: Path) -> dict:
+def run_tfx(python: Path, data: Path, workdir: Path, train_steps: int, eval_steps: int, source: Source) -> dict:
     result_file = workdir.with_name(workdir.name + ".json")
+    # The same work as Slipway's run: the curated schema imported (Slipway validates against it; inferring one is
+    # other work), no pre- and post-transform statistics (Slipway's transform computes none).
     command = [str(python), str(TFX_PIPELINE), "--data", str(data), "--workdir", str(workdir),
                "--result", str(result_file), "--train-steps", str(train_steps), "--eval-steps", str(eval_steps),
-               "--taxi-module", str(taxi_module)]
-    with Usage() as usage:
-        done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               "--taxi-module", str(source.taxi_module), "--schema", str(source.taxi_schema), "--no-transform-stats"]
+    done, usage, peak_mib = run_measured(command, ROOT)
     if done.returncode != 0 or not result_file.exists():
         tail = "\n".join(done.stdout.strip().splitlines()[-20:])
         raise SystemExit(f"TFX pipeline failed (exit {done.returncode}):\n{tail}")
     result = json.loads(result_file.read_text())
     return {
-        "wall": usage.wall, "cpu": usage.cpu, "others": usage.others, "steps": result["steps"],
+        "wall": usage.wall, "cpu": usage.cpu, "others": usage.others, "steps": result["steps"], "peak_mib": peak_mib,
         "components": result["components"], "mlmd": result["mlmd_components"],
         "imports": result["import_seconds"], "pipeline": result["pipeline_seconds"],
         "inner_wall": result["process_seconds"], "metrics": result["metrics"],
@@ -176,7 +189,7 @@ def bench(rounds: int, workdir: Path, source: Source, quiet_wait: float) -> tupl
                 matched = matched or {"train_steps": run["train_steps"], "eval_steps": run["eval_steps"]}
             else:
                 run = run_tfx(python, data, target, matched.get("train_steps", 231), matched.get("eval_steps", 39),
-                              source.taxi_module)
+                              source)
                 tfx_runs.append(run)
             run["others_before"] = before
             shutil.rmtree(target, ignore_errors=True)
@@ -218,7 +231,7 @@ def rows(slipway_runs: list[dict], tfx_runs: list[dict]) -> list[tuple[str, str,
 
     notes = {
         "ingest": "CsvExampleGen",
-        "validate": "StatisticsGen + SchemaGen + ExampleValidator",
+        "validate": "StatisticsGen + ImportSchemaGen + ExampleValidator",
         "transform": "Transform (TFX also computes pre- and post-transform statistics by default)",
         "train": "Trainer",
         "evaluate": "Evaluator",
@@ -246,6 +259,10 @@ def rows(slipway_runs: list[dict], tfx_runs: list[dict]) -> list[tuple[str, str,
                 "process start to exit, measured by the bench"))
     a_cpu, b_cpu = s(lambda r: r["cpu"]), t(lambda r: r["cpu"])
     out.append(("CPU time (all processes of the run)", _cell(a_cpu), _cell(b_cpu), _ratio(a_cpu, b_cpu), ""))
+    if all("peak_mib" in run for run in slipway_runs + tfx_runs):
+        a_peak, b_peak = s(lambda r: r["peak_mib"]), t(lambda r: r["peak_mib"])
+        out.append(("peak memory of the run's process tree, MiB", _cell(a_peak), _cell(b_peak),
+                    _ratio(a_peak, b_peak), "summed RSS of every process of the run, polled every 0.1 s"))
     others = [run["others"] for run in slipway_runs + tfx_runs]
     out.append(("other processes on the machine during the runs, cores", f"{_median(others):.2f}", "", "",
                 f"range {min(others):.2f}-{max(others):.2f} over all {len(others)} runs"))
@@ -282,7 +299,8 @@ TFX component, and TFX's one-time imports sit in its "outside the steps". Traini
 batch, validation steps, seed, and the same features and Keras layers: the TFX module calls Slipway's taxi module);
 TFX feeds it through its own TFXIO input pipeline and exports its own serving signature. Beam runs in process on
 one worker on both sides (`--direct_running_mode=in_memory --direct_num_workers=1`). Slipway's run pushes the model
-(no serving) and validates against the curated taxi schema; TFX infers its schema with SchemaGen. The machine is
+(no serving); both validate against the curated taxi schema (TFX imports it with ImportSchemaGen) and neither
+computes statistics of the transformed data (TFX's Transform runs with disable_statistics). The machine is
 shared: "other processes" is the CPU everything else used during the runs (from /proc/stat), the ranges show how
 much that moved the figures."""
 

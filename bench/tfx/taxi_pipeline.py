@@ -55,6 +55,7 @@ STEP_OF = {
     "CsvExampleGen": "ingest",
     "StatisticsGen": "validate",
     "SchemaGen": "validate",
+    "ImportSchemaGen": "validate",
     "ExampleValidator": "validate",
     "Transform": "transform",
     "Trainer": "train",
@@ -110,12 +111,16 @@ def eval_config(taxi_module_path: Path):
 
 
 def create_pipeline(data_dir: Path, workdir: Path, train_steps: int, eval_steps: int, beam_args: list[str],
-                    transform_stats: bool, taxi_module: Path):
+                    transform_stats: bool, taxi_module: Path, schema_file: Path | None = None):
     from tfx import v1 as tfx
 
     example_gen = tfx.components.CsvExampleGen(input_base=str(data_dir))
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"], infer_feature_shape=True)
+    if schema_file is not None:  # the curated schema Slipway validates against, as TFX's users import one
+        schema_gen = tfx.components.ImportSchemaGen(schema_file=str(schema_file))
+    else:
+        schema_gen = tfx.components.SchemaGen(statistics=statistics_gen.outputs["statistics"],
+                                              infer_feature_shape=True)
     example_validator = tfx.components.ExampleValidator(statistics=statistics_gen.outputs["statistics"],
                                                         schema=schema_gen.outputs["schema"])
     transform = tfx.components.Transform(examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
@@ -237,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"a Beam pipeline argument, repeatable (default: {' '.join(BEAM_ARGS)})")
     parser.add_argument("--taxi-module", default=str(TAXI_MODULE),
                         help="Slipway's taxi module whose features and model both sides use (default: this checkout's)")
+    parser.add_argument("--schema", help="import this schema (ImportSchemaGen) instead of inferring one (SchemaGen)")
     parser.add_argument("--profile", action="append", default=[], metavar="NODE",
                         help="run this component (node id, e.g. Trainer) under cProfile; repeatable")
     parser.add_argument("--profile-dir", help="where NODE.prof files go (default: WORKDIR)")
@@ -258,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     time_launches(times, set(args.profile), profile_dir)
     before_pipeline = time.time()
     pipeline = create_pipeline(data_folder(Path(args.data), workdir), workdir, args.train_steps, args.eval_steps,
-                               args.beam_arg or BEAM_ARGS, not args.no_transform_stats, Path(args.taxi_module))
+                               args.beam_arg or BEAM_ARGS, not args.no_transform_stats, Path(args.taxi_module),
+                               Path(args.schema).resolve() if args.schema else None)
     run_started = time.time()
     tfx.orchestration.LocalDagRunner().run(pipeline)
     run_seconds = time.time() - run_started
@@ -275,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         "metrics": evaluation_metrics(workdir / "pipeline_root"),
         "beam_args": args.beam_arg or BEAM_ARGS,
         "transform_stats": not args.no_transform_stats,
+        "schema": "imported" if args.schema else "inferred",
         "train_steps": args.train_steps,
         "eval_steps": args.eval_steps,
     }
