@@ -1,14 +1,18 @@
-"""Lineage behind one small interface: ML Metadata on SQLite locally, an MLMD gRPC server on a cluster, or none.
+"""Lineage behind one small interface: ML Metadata on SQLite locally, an MLMD gRPC server on a cluster, an MLflow
+tracking server, or none.
 
 Pick the store with a URI (the SLIPWAY_LINEAGE environment variable for components):
   sqlite:///abs/path/metadata.sqlite   MLMD on a local SQLite file (the default for `slipway run`)
   grpc://host:port                     an MLMD gRPC server (e.g. the one Kubeflow Pipelines deploys)
+  mlflow://host:port                   an MLflow tracking server over plain HTTP (mlflow+https://host:port over
+                                       HTTPS; mlflow:// alone: the server MLFLOW_TRACKING_URI names): a parent run
+                                       per pipeline run, a nested run per step, as KFP's MLflow integration does
   none                                 record nothing
 Artifacts are identified by URI (and, for raw files, content hash), so an output recorded by one step is the
 same MLMD artifact when the next step records it as an input: that is what makes the chain traceable.
 
 This module holds the records, the store interface, open_store and what a step records about its outputs (content
-hashes) and its environment; the ML Metadata store itself is lineage_mlmd.py.
+hashes) and its environment; the ML Metadata store itself is lineage_mlmd.py, the MLflow one lineage_mlflow.py.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any, Protocol
 ENV_STORE = "SLIPWAY_LINEAGE"
 ENV_RUN_ID = "SLIPWAY_RUN_ID"
 ENV_PIPELINE = "SLIPWAY_PIPELINE"
+ENV_MLFLOW_RUN = "MLFLOW_RUN_ID"  # set by KFP's driver in a task's container: the task's own MLflow run
 CONTENT_HASH = "content_sha256"  # an output's property: sha256 over what it computed (content_hash)
 # Outputs that record an event rather than a result (TensorBoard's event files carry wall-clock times and host
 # names; a deployment, its endpoint and time; an HTML report renders a JSON output that is hashed): not hashed.
@@ -72,7 +77,7 @@ class LineageNode:
 
     artifact: ArtifactRecord
     produced_by: str | None
-    execution_id: int | None
+    execution_id: int | str | None  # MLMD's execution id, or MLflow's run id
     depth: int
 
 
@@ -104,20 +109,51 @@ class NoLineage:
         return None
 
 
+STORE_SCHEMES = "sqlite:///path, grpc://host:port, mlflow://host:port, mlflow+https://host:port or none"
+MLFLOW_SCHEMES = ("mlflow://", "mlflow+http://", "mlflow+https://")
+
+
 def open_store(uri: str | None = None) -> LineageStore:
+    """The lineage store a URI names (SLIPWAY_LINEAGE when uri is None). A remote store is asked once here, so a
+    wrong address fails in one line before a step's work.
+
+    Args:
+        uri: one of STORE_SCHEMES.
+
+    Returns:
+        The store.
+    """
     uri = uri if uri is not None else os.environ.get(ENV_STORE, "none")
     if uri in ("", "none"):
         return NoLineage()
+    if uri.startswith(MLFLOW_SCHEMES):
+        # Imported here: only an MLflow store needs its client (the standard library's HTTP, no mlflow package).
+        from slipway.core.lineage_mlflow import MlflowLineage
+
+        return MlflowLineage(uri)
+    if not uri.startswith(("sqlite://", "grpc://")):  # refused before ml_metadata is loaded for nothing
+        from slipway.core.errors import SlipwayError
+
+        raise SlipwayError(f"lineage store {uri!r}: expected {STORE_SCHEMES}")
     # Imported here: the MLMD store builds on this module's records, and a process that records nothing skips it.
     from slipway.core.lineage_mlmd import MlmdLineage, grpc_config, sqlite_config
 
     if uri.startswith("sqlite://"):
         return MlmdLineage(uri, sqlite_config(uri.removeprefix("sqlite://")))
-    if uri.startswith("grpc://"):
-        return MlmdLineage(uri, grpc_config(uri.removeprefix("grpc://")))
-    from slipway.core.errors import SlipwayError
+    return MlmdLineage(uri, grpc_config(uri.removeprefix("grpc://")))
 
-    raise SlipwayError(f"lineage store {uri!r}: expected sqlite:///path, grpc://host:port or none")
+
+def check_store(uri: str) -> None:
+    """Refuse, before a run starts, a store URI of no known scheme or an MLflow server that does not answer as one
+    (the steps would each fail on it after the work before them). SQLite files are made by the first step, and an
+    MLMD gRPC server is asked by each step (ml_metadata is not loaded for a check).
+
+    Args:
+        uri: the store's URI.
+    """
+    if uri in ("", "none") or uri.startswith(("sqlite://", "grpc://")):
+        return
+    open_store(uri)
 
 
 def sqlite_uri(path: str | os.PathLike) -> str:

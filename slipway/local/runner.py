@@ -33,6 +33,8 @@ def prepare_environment(scratch: Path, lineage_uri: str, run_id: str, pipeline: 
     os.environ[lineage.ENV_STORE] = lineage_uri
     os.environ[lineage.ENV_RUN_ID] = run_id
     os.environ[lineage.ENV_PIPELINE] = pipeline
+    # KFP sets MLFLOW_RUN_ID per task; one left in the user's shell would put every local step into that one run.
+    os.environ.pop(lineage.ENV_MLFLOW_RUN, None)
     os.environ["TMPDIR"] = str(scratch)
     # kfp.local starts each task with `python3 -m kfp.dsl.executor_main`: make that our environment's python.
     bin_dir = str(Path(sys.executable).parent)
