@@ -124,6 +124,11 @@ PARAMETERS = (
     Parameter("deploy_cluster", str, "--deploy-cluster", {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
               "JSON settings for deploy_backend kubernetes: namespace, service_account, deployment_mode, "
               "canary_traffic_percent, replicas, resources."),
+    Parameter("model_registry", str, "--model-registry", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
+              "A Kubeflow Model Registry's REST address (http://host:port, e.g. "
+              "http://model-registry-service.kubeflow:8080): deploy registers each deployed version there and "
+              "resolve_baseline's auto reads the newest registered version instead of the lineage store; empty: "
+              "none."),
 )
 BY_NAME = {parameter.name: parameter for parameter in PARAMETERS}
 RUN_FLAGS = {parameter.name: parameter.flag for parameter in PARAMETERS if parameter.flag}  # for a step's errors

@@ -5,7 +5,7 @@ Gates live inside components (validate fails on anomalies, evaluate writes a ble
 blessed model), so the pipelines have no dsl.If and run unchanged under kfp.local and on a Kubeflow cluster.
 The pipelines below are the same steps (compose); they differ in the data they expect and their defaults. Their
 cluster settings are parameters (backend, cluster, beam_pipeline_args, object_store_secret, lineage_store,
-deploy_backend, deploy_cluster); the pods' Kubernetes options are compile-time KubernetesOptions
+deploy_backend, deploy_cluster, model_registry); the pods' Kubernetes options are compile-time KubernetesOptions
 (pipelines/settings.py): build(options) makes the three pipelines for other options, `slipway compile
 --kubernetes-options FILE` compiles them.
 """
@@ -67,7 +67,8 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
     ), trainer=True)
     # The lineage store changes with every run: never answer this from KFP's cache.
     baseline_task = pod(ResolveBaselineOp(
-        pipeline_name=p.pipeline_name, baseline_model=p.baseline_model, lineage_store=store,
+        pipeline_name=p.pipeline_name, baseline_model=p.baseline_model, model_registry=p.model_registry,
+        model_name=p.model_name, lineage_store=store,
     ).set_caching_options(False))
     baseline_task.after(train_task)  # resolved as late as possible: a run that finished meanwhile counts
     evaluate_task = pod(EvaluateOp(
@@ -77,8 +78,9 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
     ))
     pod(DeployOp(
         model=train_task.outputs["model"], blessing=evaluate_task.outputs["blessing"],
-        examples=ingest_task.outputs["examples"], model_name=p.model_name, model_base=p.model_base,
-        backend=p.deploy_backend, cluster=p.deploy_cluster, keep_serving=p.keep_serving, port=p.serving_port,
+        examples=ingest_task.outputs["examples"], metrics=evaluate_task.outputs["metrics"], model_name=p.model_name,
+        model_base=p.model_base, backend=p.deploy_backend, cluster=p.deploy_cluster, keep_serving=p.keep_serving,
+        port=p.serving_port, model_registry=p.model_registry, kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         lineage_store=store,
     ).set_caching_options(False))  # a deployment is a side effect, never a cached result
 

@@ -4,7 +4,7 @@ an InferenceService there)."""
 from typing import NamedTuple
 
 from kfp import dsl
-from kfp.dsl import Artifact, Dataset, Input, Model, Output
+from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
 
 from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
@@ -24,6 +24,9 @@ def deploy(
     keep_serving: bool = False,
     port: int = 0,
     smoke_rows: int = 5,
+    model_registry: str = "",
+    kfp_run_id: str = "",
+    metrics: Input[Metrics] | None = None,
     lineage_store: str = "",
 ) -> NamedTuple("Outputs", endpoint=str, model_version=int, status=str):
     """Push a blessed model as a new TF Serving version and serve it; a model that is not blessed is not deployed.
@@ -33,6 +36,7 @@ def deploy(
         blessing: evaluate's blessing (BLESSED or NOT_BLESSED); not blessed means nothing is deployed and the step
             still succeeds (status not_blessed, with the reason).
         examples: Examples whose eval split feeds the smoke request.
+        metrics: evaluate's scalar metrics (optional), registered with the version when model_registry is set.
         model_name: The served model's name (URL path /v1/models/NAME; the InferenceService name on a cluster).
         model_base: Where versions are pushed: a folder, s3://bucket/path (MinIO/S3) or pvc://claim/path; the model
             lands in MODEL_BASE/VERSION/saved_model.pb with the next free numeric version.
@@ -45,10 +49,17 @@ def deploy(
             or by its pid in deployment.json).
         port: Local backend: port on 127.0.0.1 (0 picks a free one).
         smoke_rows: How many eval rows the smoke request sends (its answers must match the model's own).
+        model_registry: A Kubeflow Model Registry's REST address (http://host:port, e.g.
+            http://model-registry-service.kubeflow:8080) to register the deployed version in (name, version, URI,
+            format tensorflow, metrics and run ids); empty: none. Checked before anything is pushed. A bearer token
+            comes from the environment only (SLIPWAY_MODEL_REGISTRY_TOKEN, SLIPWAY_MODEL_REGISTRY_TOKEN_FILE or
+            KF_PIPELINES_SA_TOKEN_PATH).
+        kfp_run_id: The KFP run's id, recorded with the registered version (the pipeline passes it).
         lineage_store: <shared>
 
     Returns:
-        deployment: deployment.json: status, endpoint, model version and the reason when nothing was deployed.
+        deployment: deployment.json: status, endpoint, model version, the reason when nothing was deployed and the
+            model registry's ids when it registered the version.
         endpoint: The served model's V1 URL (empty when nothing was deployed).
         model_version: The pushed version number (0 when nothing was pushed).
         status: deployed, canary (a KServe canary rollout), pushed (backend push) or not_blessed.

@@ -3,8 +3,10 @@ recorded, the outputs the pipeline reads, and the step's console line."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from slipway.core.lineage import ENV_PIPELINE
 from slipway.core.step import Step, parameters
 
 
@@ -19,14 +21,20 @@ def run(arguments: dict[str, Any]) -> tuple[str, int, str]:
         record = executor.run(a["model"].path, a["blessing"].path, a["examples"].path, a["deployment"].path,
                               a["model_name"], a["model_base"], backend=a["backend"], cluster=a["cluster"],
                               keep_serving=a["keep_serving"], port=a["port"], smoke_rows=a["smoke_rows"],
-                              run_id=step.run_id)
+                              run_id=step.run_id, model_registry=a["model_registry"],
+                              metrics=dict(getattr(a["metrics"], "metadata", None) or {}),
+                              pipeline=os.environ.get(ENV_PIPELINE, ""), kfp_run_id=a["kfp_run_id"])
         step.output("deployment", "Deployment", a["deployment"], record)
     return (record.get("endpoint") or "", int(record.get("model_version") or 0), record["status"])
 
 
 def fact(outputs: dict, params: dict) -> str:
-    """The served version and where, or why nothing was deployed."""
+    """The served version and where (and its model registry version), or why nothing was deployed."""
     meta = outputs["deployment"]
+    registered = meta.get("model_registry") or {}
+    in_registry = (f"; model registry {registered.get('address')}: {registered.get('registered_model')} version "
+                   f"{registered.get('version')}") if registered else ""
     if not meta.get("endpoint"):
-        return f"{meta.get('status')}: {meta.get('reason', '')}"
-    return f"{meta.get('model_name')} version {meta.get('model_version')} {meta.get('status')} at {meta['endpoint']}"
+        return f"{meta.get('status')}: {meta.get('reason', '')}{in_registry}"
+    return (f"{meta.get('model_name')} version {meta.get('model_version')} {meta.get('status')} at "
+            f"{meta['endpoint']}{in_registry}")

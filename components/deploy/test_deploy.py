@@ -266,3 +266,83 @@ def test_the_smoke_line_names_the_likeliest_class_of_a_model_with_named_classes(
     assert two.describe().endswith("first row -> [0.8000]")
     (tmp_path / "model_meta.json").write_text(json.dumps({"task": "regression", "label_classes": []}))
     assert smoke._class_names(str(tmp_path)) == [] and smoke._class_names(str(tmp_path / "none")) == []
+
+
+def test_a_deployed_version_is_registered_in_the_model_registry_once(trained, tmp_path: Path, capsys):
+    from slipway.core import testing_model_registry
+
+    base = str(tmp_path / "serving" / "synthetic")
+    metrics = {"auc": 0.93, "binary_accuracy": 0.88, "example_count": 40, "note": "not a number"}
+    with testing_model_registry.running() as registry:
+        kwargs = {"backend": "push", "model_registry": registry.url, "metrics": metrics, "run_id": "run-1",
+                  "pipeline": "slipway-tabular", "kfp_run_id": "kfp-run-1"}
+        record = _deploy(trained, tmp_path, base, **kwargs)
+        again = _deploy(trained, tmp_path, base, **kwargs)  # a retried step
+        version, (artifact,) = registry.fake.version("synthetic", "1")
+    registered = record["model_registry"]
+    assert registered == {"address": registry.url, "registered_model": "synthetic", "version": "1",
+                          "uri": f"{base}/1", "registered_model_id": version["registeredModelId"],
+                          "model_version_id": version["id"], "model_artifact_id": artifact["id"], "created": True}
+    assert again["model_registry"] == {**registered, "created": False} and again["model_version"] == 1
+    assert (artifact["uri"], artifact["modelFormatName"]) == (f"{base}/1", "tensorflow")
+    assert artifact["modelFormatVersion"] == executor.tensorflow_major_version() != ""
+    props = {k: model_registry_value(v) for k, v in version["customProperties"].items()}
+    assert props == {"auc": 0.93, "binary_accuracy": 0.88, "example_count": 40, "slipway_run_id": "run-1",
+                     "slipway_pipeline": "slipway-tabular", "kfp_run_id": "kfp-run-1", "slipway_model_base": base,
+                     "slipway_blessing": "every threshold passed"}
+    written = json.loads((tmp_path / "deployment-0" / "deployment.json").read_text())
+    assert written["model_registry"] == registered
+    out = capsys.readouterr().out
+    assert f"deploy: registered synthetic version 1 in the model registry at {registry.url}" in out
+    assert f"deploy: already registered synthetic version 1 in the model registry at {registry.url}" in out
+
+
+def model_registry_value(value: dict):
+    from slipway.core.model_registry import plain_value
+
+    return plain_value(value)
+
+
+def test_a_registry_that_does_not_answer_fails_before_anything_is_pushed(trained, tmp_path: Path):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    base = tmp_path / "serving"
+    with pytest.raises(SlipwayError) as failure:
+        _deploy(trained, tmp_path, str(base), backend="push", model_registry=closed)
+    assert str(failure.value).startswith(f"model registry {closed} does not answer: ")
+    assert "\n" not in str(failure.value)
+    with pytest.raises(SlipwayError, match="model registry address 'registry:8080': expected http://host:port"):
+        _deploy(trained, tmp_path, str(base), blessing="NOT_BLESSED", model_registry="registry:8080")
+    assert not base.exists() and not list(tmp_path.glob("deployment-*"))
+    # nothing to register: a model that is not blessed does not need the registry to answer
+    record = _deploy(trained, tmp_path, str(base), blessing="NOT_BLESSED", model_registry=closed)
+    assert record["status"] == "not_blessed" and "model_registry" not in record
+
+
+def test_a_failed_registration_fails_the_step_and_takes_the_version_out(trained, tmp_path: Path):
+    """Another base already registered version 1 of the model for another URI: the step fails in one line and the
+    version it pushed leaves the base, as after a failed serve."""
+    from slipway.core import model_registry, testing_model_registry
+
+    base = str(tmp_path / "serving" / "synthetic")
+    with testing_model_registry.running() as registry:
+        model_registry.connect(registry.url, token="").register("synthetic", "1", "s3://other/synthetic/1")
+        with pytest.raises(SlipwayError) as failure:
+            _deploy(trained, tmp_path, base, backend="push", model_registry=registry.url)
+    assert f"synthetic version 1 is already registered for s3://other/synthetic/1, not {base}/1" in str(failure.value)
+    assert layout.versions(base) == []
+
+
+def test_the_step_line_names_the_registered_version():
+    from slipway.components.deploy import step
+
+    meta = {"model_name": "taxi", "model_version": 3, "status": "deployed", "endpoint": "http://127.0.0.1:8500/v1",
+            "model_registry": {"address": "http://mr:8080", "registered_model": "taxi", "version": "3"}}
+    assert step.fact({"deployment": meta}, {}) == ("taxi version 3 deployed at http://127.0.0.1:8500/v1; model "
+                                                  "registry http://mr:8080: taxi version 3")
+    pushed = {"status": "pushed", "reason": "pushed version 3", "model_registry": meta["model_registry"]}
+    assert step.fact({"deployment": pushed}, {}) == ("pushed: pushed version 3; model registry http://mr:8080: taxi "
+                                                    "version 3")

@@ -1,4 +1,5 @@
-"""The KFP interface of resolve_baseline: the model evaluate compares against, found in the lineage store."""
+"""The KFP interface of resolve_baseline: the model evaluate compares against, found in the lineage store (or in a
+model registry)."""
 
 from typing import NamedTuple
 
@@ -11,6 +12,8 @@ from slipway.core.images import RUNTIME_IMAGE
 def resolve_baseline(
     pipeline_name: str,
     baseline_model: str = "auto",
+    model_registry: str = "",
+    model_name: str = "",
     lineage_store: str = "",
 ) -> NamedTuple("Outputs", baseline_model=str, reason=str):
     """Find the model evaluate compares against: the latest blessed (and served) model of this pipeline.
@@ -19,6 +22,10 @@ def resolve_baseline(
         pipeline_name: The pipeline whose runs are searched in the lineage store.
         baseline_model: "auto" (the latest blessed model of the pipeline; none on its first run, when the change
             thresholds are skipped), "none", or the path/URI of a SavedModel to use as it is.
+        model_registry: A Kubeflow Model Registry's REST address (http://host:port); when set, "auto" is the
+            newest registered version of model_name there (its model artifact's URI) instead of the lineage
+            store's latest blessed model. Empty: the lineage store.
+        model_name: The registered model's name (deploy's model_name); used with model_registry.
         lineage_store: Lineage store URI (sqlite:///path or grpc://host:port); empty means the SLIPWAY_LINEAGE
             environment variable of the component.
 

@@ -14,7 +14,8 @@ def run(arguments: dict[str, Any]) -> tuple[str, str]:
 
     a = arguments
     with Step("resolve_baseline", parameters(a, leave_out=()), a["lineage_store"], fact=fact) as step:
-        found = executor.resolve(a["baseline_model"], a["pipeline_name"], a["lineage_store"])
+        found = executor.resolve(a["baseline_model"], a["pipeline_name"], a["lineage_store"],
+                                 model_registry=a["model_registry"], model_name=a["model_name"])
         print(f"resolve_baseline: {found.reason}", flush=True)
         # Kept as execution properties, not as an output artifact: the model's producer stays the train step.
         step.params.update(resolved=found.uri, reason=found.reason)

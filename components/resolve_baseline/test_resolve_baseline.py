@@ -64,3 +64,40 @@ def test_explicit_path_wins_and_none_means_none(store_uri: str, tmp_path: Path):
 def test_a_path_that_is_not_a_saved_model_is_one_clear_line(store_uri: str, tmp_path: Path):
     with pytest.raises(SlipwayError, match=r"baseline_model .*/nowhere: not a SavedModel folder"):
         resolve(str(tmp_path / "nowhere"), "demo", store_uri)
+
+
+def test_with_a_model_registry_auto_is_its_newest_registered_version(store_uri: str, tmp_path: Path):
+    from slipway.core import model_registry, testing_model_registry
+
+    store = lineage.open_store(store_uri)
+    _bless(store, "r1", tmp_path / "lineage-model")  # the lineage store is not asked when a registry is set
+    with testing_model_registry.running() as server:
+        first = resolve("auto", "demo", store_uri, model_registry=server.url, model_name="taxi")
+        assert first.uri == "" and first.reason == (f"no version of model taxi in the model registry at "
+                                                    f"{server.url} yet: change thresholds are skipped (first run)")
+        registry = model_registry.connect(server.url, token="")
+        for version in ("1", "2"):
+            folder = tmp_path / "serving" / "taxi" / version
+            folder.mkdir(parents=True)
+            (folder / "saved_model.pb").write_bytes(b"")
+            registry.register("taxi", version, str(folder))
+        found = resolve("auto", "demo", store_uri, model_registry=server.url, model_name="taxi")
+        newest = tmp_path / "serving" / "taxi" / "2"
+        assert found.uri == str(newest)
+        assert found.reason == (f"newest version of model taxi in the model registry at {server.url}: version 2 at "
+                                f"{newest}")
+        assert resolve("none", "demo", store_uri, model_registry=server.url, model_name="taxi").uri == ""
+        registry.register("taxi", "3", str(tmp_path / "gone"))
+        with pytest.raises(SlipwayError, match=r"version 3 at .*/gone is not a SavedModel folder"):
+            resolve("auto", "demo", store_uri, model_registry=server.url, model_name="taxi")
+        registry.register("taxi", "4", "pvc://models/taxi/4")
+        with pytest.raises(SlipwayError, match="evaluate cannot read"):
+            resolve("auto", "demo", store_uri, model_registry=server.url, model_name="taxi")
+        with pytest.raises(SlipwayError, match="model_name is empty"):
+            resolve("auto", "demo", store_uri, model_registry=server.url, model_name="")
+
+
+def test_a_bad_registry_address_is_one_line(store_uri: str):
+    with pytest.raises(SlipwayError) as bad:
+        resolve("auto", "demo", store_uri, model_registry="mr:8080", model_name="taxi")
+    assert str(bad.value).startswith("model registry address 'mr:8080': expected http://host:port")

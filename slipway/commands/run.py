@@ -108,6 +108,10 @@ def _add_deploy_flags(run: argparse.ArgumentParser) -> None:
     _parameter(run, "serving_port", type=int, default=0, help="local serving port on 127.0.0.1 (default: a free one)")
     _parameter(run, "keep_serving", action="store_true",
                help="keep the local model server running after the run, until Ctrl-C")
+    _parameter(run, "model_registry", default="",
+               help="a Kubeflow Model Registry's REST address, http://host:port: deploy registers the deployed "
+                    "version there and --baseline auto reads its newest version (default: none; a token comes from "
+                    "SLIPWAY_MODEL_REGISTRY_TOKEN or SLIPWAY_MODEL_REGISTRY_TOKEN_FILE)")
 
 
 def command(args: argparse.Namespace) -> int:
