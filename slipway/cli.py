@@ -9,7 +9,7 @@ import argparse
 import sys
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
-from slipway.commands import authoring, data, lineage, run
+from slipway.commands import authoring, catalog, data, lineage, run
 from slipway.commands import compile as compile_command
 from slipway.core.errors import SlipwayError
 
@@ -32,6 +32,7 @@ def _subcommands() -> list:
         (images.add_images_parser, {"images": images.images_command}),
         (delivery.add_delivery_parsers, delivery.DELIVERY_COMMANDS),  # upload, submit, ..., unschedule
         (tensorboard.add_tensorboard_parser, {"tensorboard": tensorboard.tensorboard_command}),
+        (catalog.add_parser, {"catalog": catalog.command}),
     ]
 
 
