@@ -283,3 +283,17 @@ def test_the_label_is_looked_for_in_a_folders_first_csv_file(inputs, tmp_path):
     inputs["data"].rename(folder / "part" / "blobs.csv")
     line, _ = _typed(*_args(inputs, data=str(folder), label="colour"))
     assert line == f"--label colour: no such column in {folder / 'part' / 'blobs.csv'} (did you mean 'color'?)"
+
+
+def test_the_module_check_leaves_tensorflow_out_of_the_cli_process(tmp_path):
+    """The check imports the module file (and so TensorFlow) in a forked copy: the CLI keeps only kfp through the
+    run, instead of TensorFlow's few hundred MiB beside every step's own (issue 28: peak memory of the run)."""
+    code = ("import json, sys\nfrom slipway import cli\nfrom slipway.commands import run_request\n"
+            "args = cli.parser()[0].parse_args(['run', '--workdir', sys.argv[1]])\n"
+            "request = run_request.request_from(args)\n"
+            "print(json.dumps({'tensorflow': 'tensorflow' in sys.modules, 'kfp': 'kfp' in sys.modules,"
+            " 'pipeline': request.pipeline.name}))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], capture_output=True, text=True,
+                          check=True)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"tensorflow": False, "kfp": True,
+                                                                "pipeline": "slipway-tabular"}

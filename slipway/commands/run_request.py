@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slipway.core import errors
 from slipway.core.errors import SlipwayError
 from slipway.pipelines import settings  # the parameters' table, without kfp
 from slipway.pipelines.settings import RUN_FLAGS
 
+# The errors a forked check reports as they are, by the class name it sends back (each keeps its exit status).
+SLIPWAY_ERRORS = {cls.__name__: cls for cls in vars(errors).values()
+                  if isinstance(cls, type) and issubclass(cls, SlipwayError)}
 # The parameters only one kind of pipeline takes, passed as given.
 TABULAR_ONLY = ("key", "skew_thresholds", "drift_thresholds", "task")
 IMAGES_ONLY = ("data_format", "image_size")
@@ -71,7 +75,19 @@ def plan(args: Any) -> RunRequest:
         **{name: getattr(args, name) for name in (IMAGES_ONLY if images else TABULAR_ONLY)},
         **_tuning_arguments(args),
     }
+    _check_lineage(lineage_uri)
     return RunRequest(pipeline_key, arguments, workdir, lineage_uri, module)
+
+
+def _check_lineage(uri: str) -> None:
+    """A lineage store of no known scheme, or an MLflow server that does not answer, is refused now in one line,
+    not by every step after the work before it."""
+    from slipway.core import lineage
+
+    try:
+        lineage.check_store(uri)
+    except SlipwayError as exc:
+        raise errors.prefixed(RUN_FLAGS["lineage_store"], exc) from None
 
 
 def _check_flags(args: Any, data: Path, label: str, module: Path, images: bool) -> None:
@@ -115,6 +131,7 @@ def _tuning_arguments(args: Any) -> dict[str, Any]:
 def _import_pipeline(request: RunRequest, args: Any) -> None:
     """The pipeline function (kfp imported now), its checkpoints folder, and the module file imported to check it."""
     from slipway.commands import run_arguments
+    from slipway.core.lifecycle import call_in_fork
     from slipway.core.modules import check_pipeline_module
     from slipway.local.console import native_stderr_silenced
     from slipway.pipelines import training
@@ -122,9 +139,21 @@ def _import_pipeline(request: RunRequest, args: Any) -> None:
     request.pipeline = training.PIPELINES[request.pipeline_key]
     # Per-epoch checkpoints outlive a failed run, so running the same command again resumes training.
     request.arguments["checkpoint_dir"] = str(request.workdir / "checkpoints" / request.pipeline.name)
-    with native_stderr_silenced():
-        # a missing build_keras_model named now, not after the steps before train; computed defaults checked
-        run_arguments.check_module_hyperparameters(check_pipeline_module(request.module), args)
+
+    def check_module() -> None:
+        with native_stderr_silenced():
+            # a missing build_keras_model named now, not after the steps before train; computed defaults checked
+            run_arguments.check_module_hyperparameters(check_pipeline_module(request.module), args)
+
+    # In a forked copy: the module imports TensorFlow, which this process would otherwise keep resident (hundreds of
+    # MiB) all through the run while every step imports its own.
+    passed, error_class, message = call_in_fork(check_module)
+    if not passed:
+        if error_class == "interrupted":
+            raise KeyboardInterrupt("SIGINT")
+        if error_class in SLIPWAY_ERRORS:
+            raise SLIPWAY_ERRORS[error_class](message)
+        raise SlipwayError(f"module file {request.module}: check failed: {error_class or 'process'}: {message}")
 
 
 def _deploy_arguments(args: Any, default_name: str, workdir: Path) -> dict[str, Any]:
@@ -141,7 +170,20 @@ def _deploy_arguments(args: Any, default_name: str, workdir: Path) -> dict[str, 
         raise SlipwayError(f"--port {args.serving_port}: expected 0 (any free port) to 65535")
     return {"model_name": name, "model_base": args.model_base or str(workdir / "serving" / name),
             "deploy_backend": deploy, "deploy_cluster": args.deploy_cluster, "keep_serving": args.keep_serving,
-            "serving_port": args.serving_port}
+            "serving_port": args.serving_port, "model_registry": _model_registry(args.model_registry)}
+
+
+def _model_registry(address: str) -> str:
+    """--model-registry asked once now: a malformed or silent address fails in one line before any step, not in
+    deploy after the training (deploy and resolve_baseline ask again, as on a cluster)."""
+    if not address:
+        return ""
+    from slipway.core import model_registry
+
+    try:
+        return model_registry.connect(address, timeout=10.0).address
+    except SlipwayError as exc:
+        raise errors.prefixed(RUN_FLAGS["model_registry"], exc) from None
 
 
 def _containers(arguments: dict, workdir: Path):

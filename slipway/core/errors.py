@@ -32,6 +32,13 @@ class InfrastructureError(SlipwayError):
     exit_code = EXIT_INFRASTRUCTURE_ERROR
 
 
+def prefixed(prefix: str, error: SlipwayError) -> SlipwayError:
+    """The same error, its line prefixed (e.g. with the flag that gave the value), keeping its exit status."""
+    wrapped = SlipwayError(f"{prefix}: {error}")
+    wrapped.exit_code = error.exit_code
+    return wrapped
+
+
 # The caller's names for the pipeline parameters, as a JSON object {parameter: name}, set for the step processes by an
 # interface that names them otherwise: `slipway run` sets its flags (pipelines/settings.py RUN_FLAGS), so a step's
 # error names what the user typed (--allow-anomalies), not the parameter (allow_anomalies).

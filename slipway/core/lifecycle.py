@@ -95,3 +95,46 @@ def die_with_parent() -> None:
 def adopt_orphans() -> None:
     """Descendants whose parent exits are re-parented to this process rather than to init, so they stay visible."""
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def call_in_fork(work: Callable[[], None]) -> tuple[bool, str, str]:
+    """Call work() in a forked copy of this process and wait for it to end.
+
+    What the copy imports and allocates ends with it: `slipway run` checks the user's module file this way, which
+    imports TensorFlow (about 400 MiB resident), and then keeps only kfp while its steps run.
+
+    Returns:
+        (True, "", "") when work returned; else (False, the exception's class name, its message), or
+        (False, "", "exit status N") when the copy ended without saying (killed, or it exited itself).
+    """
+    import os
+    import sys
+    import traceback
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: report through the pipe, end without the parent's atexit hooks or buffers
+        os.close(read_end)
+        report, status = b"", 0
+        try:
+            work()
+        except BaseException as exc:  # everything goes back to the parent, as one line
+            name = type(exc).__name__ if isinstance(exc, Exception) else "interrupted"
+            report, status = f"{name}\n{exc}".encode(), 1
+            if not isinstance(exc, Exception | KeyboardInterrupt):
+                traceback.print_exc()
+        finally:
+            os.write(write_end, report)
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        report = pipe.read().decode(errors="replace")
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if status == 0:
+        return True, "", ""
+    if not report:
+        return False, "", f"exit status {status}"
+    name, _, message = report.partition("\n")
+    return False, name, message

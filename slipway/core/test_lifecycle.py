@@ -101,3 +101,28 @@ def test_only_the_lifecycle_module_installs_handlers_or_sets_process_links():
                    if not path.name.startswith("test_") and "testing" not in path.name
                    and pattern.search(path.read_text(encoding="utf-8")))
     assert found == ["slipway/core/lifecycle.py"]
+
+
+def test_call_in_fork_keeps_what_the_work_imports_in_the_copy():
+    assert "xdrlib_marker" not in sys.modules
+
+    def work() -> None:
+        sys.modules["xdrlib_marker"] = sys  # as an import would
+        import wave  # noqa: F401
+
+    had_wave = "wave" in sys.modules
+    assert lifecycle.call_in_fork(work) == (True, "", "")
+    assert "xdrlib_marker" not in sys.modules and ("wave" in sys.modules) == had_wave
+
+
+def test_call_in_fork_sends_back_the_failure_as_its_class_and_one_message():
+    def fails() -> None:
+        raise ValueError("module file m.py: does not define build_keras_model")
+
+    assert lifecycle.call_in_fork(fails) == (False, "ValueError",
+                                             "module file m.py: does not define build_keras_model")
+
+
+def test_call_in_fork_names_the_exit_status_of_a_copy_that_ends_without_saying():
+    assert lifecycle.call_in_fork(lambda: os._exit(7)) == (False, "", "exit status 7")
+    assert lifecycle.call_in_fork(lambda: os.kill(os.getpid(), signal.SIGKILL)) == (False, "", "exit status -9")
