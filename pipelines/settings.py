@@ -117,7 +117,8 @@ PARAMETERS = (
               {TABULAR: OBJECT_STORE_SECRET, TABULAR_TUNED: OBJECT_STORE_SECRET, IMAGES: OBJECT_STORE_SECRET},
               "The Secret whose keys become every step's object-store environment (AWS_*, S3_*)."),
     Parameter("lineage_store", str, "--lineage", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
-              "The ML Metadata store: grpc://host:port on a cluster, sqlite:///path locally; empty: none."),
+              "The lineage store: ML Metadata (grpc://host:port on a cluster, sqlite:///path locally) or an "
+              "MLflow tracking server (mlflow://host:port); empty: none."),
     Parameter("deploy_backend", str, "--deploy", {TABULAR: "local", TABULAR_TUNED: "local", IMAGES: "local"},
               "local (KServe's model server on loopback), push (only push the version) or kubernetes (a KServe "
               "InferenceService)."),

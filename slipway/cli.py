@@ -1,7 +1,7 @@
-"""`slipway` command line: run | serve | predict | compile | authoring | lineage | render | data | images |
-tensorboard | upload | submit | terminate | schedule | schedules | unschedule. Each subcommand is a module with its
-flags and its command (slipway/commands/, and the serving, images, delivery, render and tensorboard modules); this
-file only lists them."""
+"""`slipway` command line: run | serve | predict | compile | authoring | catalog | lineage | render | data |
+images | tensorboard | upload | submit | terminate | schedule | schedules | unschedule. Each subcommand is a module
+with its flags and its command (slipway/commands/, and the serving, images, delivery, render and tensorboard
+modules); this file only lists them."""
 
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ def resolve_baseline(
             newest registered version of model_name there (its model artifact's URI) instead of the lineage
             store's latest blessed model. Empty: the lineage store.
         model_name: The registered model's name (deploy's model_name); used with model_registry.
-        lineage_store: Lineage store URI (sqlite:///path or grpc://host:port); empty means the SLIPWAY_LINEAGE
-            environment variable of the component.
+        lineage_store: Lineage store URI (sqlite:///path, grpc://host:port or mlflow://host:port); empty means the
+            SLIPWAY_LINEAGE environment variable of the component.
 
     Returns:
         baseline_model: The baseline SavedModel's URI for evaluate; empty when there is none.

@@ -11,9 +11,9 @@ from typing import TypeVar
 # Each description as the lines of a docstring entry (kept as lines so the compiled descriptions keep their breaks).
 SHARED = {
     "lineage_store": (
-        "The ML Metadata store to record lineage to (grpc://host:port on a cluster,",
-        "sqlite:///path locally); empty means the SLIPWAY_LINEAGE environment variable, else nothing is",
-        "recorded (said once).",
+        "The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path",
+        "locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE",
+        "environment variable, else nothing is recorded (said once).",
     ),
     "beam_pipeline_args": (
         'Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",',
