@@ -78,7 +78,7 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
     ))
     pod(DeployOp(
         model=train_task.outputs["model"], blessing=evaluate_task.outputs["blessing"],
-        examples=ingest_task.outputs["examples"], metrics=evaluate_task.outputs["metrics"], model_name=p.model_name,
+        examples=ingest_task.outputs["examples"], model_name=p.model_name,
         model_base=p.model_base, backend=p.deploy_backend, cluster=p.deploy_cluster, keep_serving=p.keep_serving,
         port=p.serving_port, model_registry=p.model_registry, kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         lineage_store=store,

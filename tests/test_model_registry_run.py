@@ -31,7 +31,7 @@ def test_a_run_with_a_model_registry_registers_the_deployed_version(tmp_path: Pa
     assert registered["model_version_id"] == version["id"] and registered["version"] == "1"
     assert latest.name == "1" and latest.uri == str(workdir / "serving" / "blobs" / "1") == artifact["uri"]
     props = latest.custom_properties
-    assert props["sparse_categorical_accuracy"] > 0.8  # evaluate's metrics, through its Metrics artifact
+    assert props["sparse_categorical_accuracy"] > 0.8  # evaluate's metrics, through its blessing.json
     assert props["slipway_pipeline"] == "slipway-tabular" and props["slipway_run_id"] == summary["run_id"]
     assert props["kfp_run_id"]  # kfp.local's job id
     assert "model registry " + server.url in capsys.readouterr().out

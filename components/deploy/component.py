@@ -4,7 +4,7 @@ an InferenceService there)."""
 from typing import NamedTuple
 
 from kfp import dsl
-from kfp.dsl import Artifact, Dataset, Input, Metrics, Model, Output
+from kfp.dsl import Artifact, Dataset, Input, Model, Output
 
 from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
@@ -26,7 +26,6 @@ def deploy(
     smoke_rows: int = 5,
     model_registry: str = "",
     kfp_run_id: str = "",
-    metrics: Input[Metrics] | None = None,
     lineage_store: str = "",
 ) -> NamedTuple("Outputs", endpoint=str, model_version=int, status=str):
     """Push a blessed model as a new TF Serving version and serve it; a model that is not blessed is not deployed.
@@ -36,7 +35,6 @@ def deploy(
         blessing: evaluate's blessing (BLESSED or NOT_BLESSED); not blessed means nothing is deployed and the step
             still succeeds (status not_blessed, with the reason).
         examples: Examples whose eval split feeds the smoke request.
-        metrics: evaluate's scalar metrics (optional), registered with the version when model_registry is set.
         model_name: The served model's name (URL path /v1/models/NAME; the InferenceService name on a cluster).
         model_base: Where versions are pushed: a folder, s3://bucket/path (MinIO/S3) or pvc://claim/path; the model
             lands in MODEL_BASE/VERSION/saved_model.pb with the next free numeric version.

@@ -2,7 +2,7 @@
 served by a KServe InferenceService, a tenth of the traffic first; a failed smoke request rolls back."""
 
 from kfp import dsl
-from kfp.dsl import Artifact, Dataset, Metrics, Model
+from kfp.dsl import Artifact, Dataset, Model
 
 from slipway.components import DeployOp
 
@@ -12,7 +12,6 @@ def deploy_to_kserve(
     model_uri: str = "s3://mlpipeline/example-run/train/model",
     blessing_uri: str = "s3://mlpipeline/example-run/evaluate/blessing",
     examples_uri: str = "s3://mlpipeline/example-run/ingest/examples",
-    metrics_uri: str = "s3://mlpipeline/example-run/evaluate/metrics",
     cluster: str = '{"namespace": "kubeflow-user", "service_account": "kserve-s3", "deployment_mode": "Serverless", '
                    '"canary_traffic_percent": 10}',
 ):
@@ -22,12 +21,10 @@ def deploy_to_kserve(
         model_uri: train's model output.
         blessing_uri: evaluate's blessing output.
         examples_uri: ingest's examples (the eval rows of the smoke request).
-        metrics_uri: evaluate's scalar metrics.
         cluster: The InferenceService's namespace, credentials and rollout (components/deploy/README.md).
     """
     model = dsl.importer(artifact_uri=model_uri, artifact_class=Model, reimport=False)
     blessing = dsl.importer(artifact_uri=blessing_uri, artifact_class=Artifact, reimport=False)
     examples = dsl.importer(artifact_uri=examples_uri, artifact_class=Dataset, reimport=False)
-    metrics = dsl.importer(artifact_uri=metrics_uri, artifact_class=Metrics, reimport=False)
-    DeployOp(model=model.output, blessing=blessing.output, examples=examples.output, metrics=metrics.output,
+    DeployOp(model=model.output, blessing=blessing.output, examples=examples.output,
              model_name="taxi", model_base="s3://mlpipeline/serving/taxi", backend="kubernetes", cluster=cluster)

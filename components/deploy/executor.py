@@ -36,17 +36,19 @@ NOT_BLESSED = "not_blessed"
 PUSHED = "pushed"
 
 
-def read_blessing(blessing_dir: str) -> tuple[bool, str]:
-    """(blessed, message) from evaluate's blessing folder (BLESSED or NOT_BLESSED marker + blessing.json)."""
+def read_blessing(blessing_dir: str) -> tuple[bool, str, dict]:
+    """(blessed, message, metrics) from evaluate's blessing folder (BLESSED or NOT_BLESSED marker + blessing.json,
+    whose metrics are the overall numbers evaluate judged)."""
     folder = Path(blessing_dir)
     blessed, not_blessed = (folder / "BLESSED").exists(), (folder / "NOT_BLESSED").exists()
     if blessed == not_blessed:
         raise SlipwayError(f"blessing {blessing_dir}: expected exactly one of BLESSED or NOT_BLESSED "
                            "(not written by evaluate?)")
-    message = ""
+    decision = {}
     if (folder / "blessing.json").exists():
-        message = str(json.loads((folder / "blessing.json").read_text(encoding="utf-8")).get("message") or "")
-    return blessed, message
+        decision = json.loads((folder / "blessing.json").read_text(encoding="utf-8"))
+    metrics = decision.get("metrics") if isinstance(decision.get("metrics"), dict) else {}
+    return blessed, str(decision.get("message") or ""), metrics
 
 
 def run(
@@ -63,13 +65,12 @@ def run(
     smoke_rows: int = 5,
     run_id: str = "",
     model_registry: str = "",
-    metrics: dict | None = None,
     pipeline: str = "",
     kfp_run_id: str = "",
 ) -> dict:
     """Deploy model_dir when blessing_dir says BLESSED; write deployment_dir/deployment.json; return that record.
-    model_registry: the registry's address ("" = none); metrics, pipeline, kfp_run_id: what the registered version
-    carries besides run_id."""
+    model_registry: the registry's address ("" = none); pipeline, kfp_run_id: what the registered version carries
+    besides run_id and the metrics the blessing was given on."""
     check_model_name(model_name)
     if backend not in BACKENDS:
         raise SlipwayError(f"backend {backend!r}: expected one of {', '.join(BACKENDS)}")
@@ -83,11 +84,11 @@ def run(
 
         registries.check_address(model_registry)
     started = time.monotonic()
-    blessed, message = read_blessing(blessing_dir)
+    blessed, message, metrics = read_blessing(blessing_dir)
     registry = None
     if blessed and model_registry:
         registry = registries.connect(model_registry)  # before anything is pushed
-    registration = {"metrics": metrics or {}, "run_id": run_id, "pipeline": pipeline, "kfp_run_id": kfp_run_id,
+    registration = {"metrics": metrics, "run_id": run_id, "pipeline": pipeline, "kfp_run_id": kfp_run_id,
                     "blessing": message}
     with staged_output(deployment_dir) as stage:
         if not blessed:

@@ -22,7 +22,6 @@ def run(arguments: dict[str, Any]) -> tuple[str, int, str]:
                               a["model_name"], a["model_base"], backend=a["backend"], cluster=a["cluster"],
                               keep_serving=a["keep_serving"], port=a["port"], smoke_rows=a["smoke_rows"],
                               run_id=step.run_id, model_registry=a["model_registry"],
-                              metrics=dict(getattr(a["metrics"], "metadata", None) or {}),
                               pipeline=os.environ.get(ENV_PIPELINE, ""), kfp_run_id=a["kfp_run_id"])
         step.output("deployment", "Deployment", a["deployment"], record)
     return (record.get("endpoint") or "", int(record.get("model_version") or 0), record["status"])

@@ -22,16 +22,21 @@ from slipway.serving import layout, process
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, serving_model: Path) -> dict:
-    """The session's small trained model (conftest), its examples, and BLESSED / NOT_BLESSED blessing folders."""
+    """The session's small trained model (conftest), its examples, and BLESSED / NOT_BLESSED blessing folders
+    (blessing.json with the metrics evaluate judged, one of them not a number, as a hand-written one may have)."""
     root = tmp_path_factory.mktemp("deploy")
     blessings = {}
     for verdict, message in (("BLESSED", "every threshold passed"), ("NOT_BLESSED", "auc 0.51 < 0.7")):
         folder = root / verdict.lower()
         folder.mkdir()
         (folder / verdict).touch()
-        (folder / "blessing.json").write_text(json.dumps({"blessed": verdict == "BLESSED", "message": message}))
+        (folder / "blessing.json").write_text(json.dumps({"blessed": verdict == "BLESSED", "message": message,
+                                                          "metrics": BLESSED_METRICS}))
         blessings[verdict] = str(folder)
     return {"model": str(serving_model), "examples": str(serving_model.parent / "examples"), **blessings}
+
+
+BLESSED_METRICS = {"auc": 0.93, "binary_accuracy": 0.88, "example_count": 40, "note": "not a number"}
 
 
 def _deploy(trained: dict, tmp_path: Path, base: str, blessing: str = "BLESSED", model: str = "", **kwargs) -> dict:
@@ -272,9 +277,8 @@ def test_a_deployed_version_is_registered_in_the_model_registry_once(trained, tm
     from slipway.core import testing_model_registry
 
     base = str(tmp_path / "serving" / "synthetic")
-    metrics = {"auc": 0.93, "binary_accuracy": 0.88, "example_count": 40, "note": "not a number"}
     with testing_model_registry.running() as registry:
-        kwargs = {"backend": "push", "model_registry": registry.url, "metrics": metrics, "run_id": "run-1",
+        kwargs = {"backend": "push", "model_registry": registry.url, "run_id": "run-1",
                   "pipeline": "slipway-tabular", "kfp_run_id": "kfp-run-1"}
         record = _deploy(trained, tmp_path, base, **kwargs)
         again = _deploy(trained, tmp_path, base, **kwargs)  # a retried step

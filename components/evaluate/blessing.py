@@ -21,14 +21,16 @@ class Verdict:
     failures: list[dict]
     rows: list[dict]
 
-    def decision(self, model_dir: str, baseline_model_dir: str) -> dict:
-        """blessing.json's content."""
+    def decision(self, model_dir: str, baseline_model_dir: str, metrics: dict | None = None) -> dict:
+        """blessing.json's content; metrics: the overall slice's numbers the decision was made on (what deploy
+        registers with the version in a model registry)."""
         return {
             "blessed": self.blessed,
             "message": self.message,
             "current_model": model_dir,
             "baseline_model": baseline_model_dir or None,
             "failures": [f["text"] for f in self.failures],
+            "metrics": {k: v for k, v in (metrics or {}).items() if isinstance(v, int | float)},
         }
 
 

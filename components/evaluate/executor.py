@@ -121,7 +121,7 @@ def _evaluate(model_dir: str, examples_dir: str, evaluation_dir: str, blessing_d
         verdict = blessing.judge(thresholds, has_baseline, results.validation, len(results.per_slice))
         write_json(eval_stage / "metrics.json",
                    _metrics_json(split, model_dir, baseline_model_dir, examples, results))
-        decision = verdict.decision(model_dir, baseline_model_dir)
+        decision = verdict.decision(model_dir, baseline_model_dir, results.overall)
         (eval_stage / "report.html").write_text(
             report.report_html(split, model_dir, baseline_model_dir, results.per_slice, verdict.rows, decision,
                                confusion=results.confusion, roc=results.roc, pr=results.pr),
