@@ -73,6 +73,8 @@ def pytest_configure(config):
                             "(tests/beam_remote.py; .ci/test runs it in a network namespace of its own)")
     config.addinivalue_line("markers", "kfp_cluster: runs on a real single-node Kubeflow Pipelines (.ci/kfp-cluster; "
                                        "the session fixture `kfp` starts it; root, and minutes to build cold)")
+    config.addinivalue_line("markers", "seaweedfs: runs SeaweedFS, KFP 2.15+'s object store, on loopback "
+                                       "(.ci/seaweedfs/build; skipped when not built, except in CI)")
 
 
 @pytest.fixture(scope="session")

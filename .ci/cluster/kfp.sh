@@ -2,16 +2,27 @@
 # S3 object store, ML Metadata), the objects KFP's pods expect in the kubeflow namespace, Argo's workflow
 # controller (a pod: it serves health on every interface), and KFP's API server, persistence agent and
 # scheduled-workflow controller (host processes on the bridge address, reached by pods through Services).
+# The object store: SLIPWAY_KFP_OBJECT_STORE=seaweedfs (default: SeaweedFS's `weed server` with its S3 gateway, as
+# KFP 2.15+ installs it in place of MinIO; built by .ci/seaweedfs/build; it checks signatures, so only S3_KEY signs)
+# or moto (moto's S3 server, in memory, any key). Either is reached by pods as minio-service.kubeflow:9000 (KFP 2.15
+# keeps that Service for SeaweedFS, port 9000 to its 8333) and seaweedfs.kubeflow:8333 or :9000 (KFP 2.15+; 2.16+
+# only this one).
 
 KFP_VERSION=2.14.3
 ARGO_VERSION=v3.6.7
 KFP_DB_PORT=33306
 KFP_HTTP_PORT=8888
 KFP_GRPC_PORT=8887
-S3_PORT=9000
+OBJECT_STORE="${SLIPWAY_KFP_OBJECT_STORE:-seaweedfs}"
+if [ "$OBJECT_STORE" = seaweedfs ]; then S3_PORT=8333; else S3_PORT=9000; fi  # each server's own S3 port
+# SeaweedFS's master, volume server and filer (HTTP; gRPC on each + 10000) and S3 gateway gRPC, on loopback: away
+# from the defaults (9333, 8080, 8888), which other programs on a shared machine take
+SEAWEEDFS_PORTS="33333 33380 33388 43383"
 MLMD_PORT=8080
 KFP_NAMESPACE=kubeflow
-S3_KEY=slipway-cluster  # the loopback object store accepts any key; KFP's Secret and config carry this one
+# moto accepts any key, SeaweedFS only this one (its one identity); KFP's Secret and config carry it. A loopback
+# test identity, not a credential (slipway.core.testing_kfp_cluster.S3_KEY signs with it too)
+S3_KEY=slipway-cluster
 KFP_DAEMONS="mariadb object-store mlmd kfp-apiserver kfp-persistence-agent kfp-scheduledworkflow"
 DAEMONS="$K8S_DAEMONS $KFP_DAEMONS"
 PERSISTENCE_TOKEN=/var/run/secrets/kubeflow/tokens/persistenceagent-sa-token  # fixed in KFP's agent
@@ -38,27 +49,54 @@ start_kfp_stores() {
     local endpoints="" name
     for name in minio-service minio-service.$KFP_NAMESPACE minio-service.$KFP_NAMESPACE.svc \
             minio-service.$KFP_NAMESPACE.svc.cluster.local; do endpoints="$endpoints,http://$name:$S3_PORT"; done
-    start_daemon object-store env MOTO_S3_CUSTOM_ENDPOINTS="${endpoints#,}" \
-        "$ROOT/.venv/bin/moto_server" -H "$GATEWAY" -p "$S3_PORT"
+    case "$OBJECT_STORE" in
+        moto) start_daemon object-store env MOTO_S3_CUSTOM_ENDPOINTS="${endpoints#,}" \
+                  "$ROOT/.venv/bin/moto_server" -H "$GATEWAY" -p "$S3_PORT" ;;
+        seaweedfs) start_seaweedfs ;;
+        *) die "SLIPWAY_KFP_OBJECT_STORE=$OBJECT_STORE: moto or seaweedfs" ;;
+    esac
     start_daemon mlmd "$PYTHON" -m slipway.core.mlmd_server --sqlite "$STATE/mlmd.sqlite" \
         --address "$GATEWAY:$MLMD_PORT"
     wait_for "mariadb" 60 mariadb --no-defaults --socket="$STATE/mysql.sock" -uroot -e "select 1"
     # KFP's API server connects over TCP from its namespace on the bridge
     mariadb --no-defaults --socket="$STATE/mysql.sock" -uroot -e \
         "CREATE USER IF NOT EXISTS 'kfp'@'${POD_CIDR%.0.0/16}.%'; GRANT ALL ON *.* TO 'kfp'@'${POD_CIDR%.0.0/16}.%'"
-    wait_for "object-store" 60 "$PYTHON" -c "import urllib.request as u; u.urlopen('http://$GATEWAY:$S3_PORT/')"
-    AWS_ACCESS_KEY_ID="$S3_KEY" AWS_SECRET_ACCESS_KEY="$S3_KEY" "$PYTHON" -c "import boto3
-boto3.client('s3', endpoint_url='http://$GATEWAY:$S3_PORT', region_name='us-east-1').create_bucket(Bucket='mlpipeline')"
+    # ready once the bucket takes a write (SeaweedFS answers before its volume server has registered)
+    wait_for "object-store" 90 env AWS_ACCESS_KEY_ID="$S3_KEY" AWS_SECRET_ACCESS_KEY="$S3_KEY" "$PYTHON" -c "
+import boto3
+s3 = boto3.client('s3', endpoint_url='http://$GATEWAY:$S3_PORT', region_name='us-east-1')
+if 'mlpipeline' not in [b['Name'] for b in s3.list_buckets()['Buckets']]: s3.create_bucket(Bucket='mlpipeline')
+s3.put_object(Bucket='mlpipeline', Key='.ready', Body=b''); s3.delete_object(Bucket='mlpipeline', Key='.ready')"
 }
 
-host_service() {  # host_service NAME PORT[:NAME]...: a Service without selector whose endpoint is this host
-    # (or $ENDPOINT)
+start_seaweedfs() {
+    # KFP's Deployment runs `weed server -s3 -filer` and adds its admin identity with `weed shell`'s s3.configure;
+    # here the identity comes from an S3 config file (the same identity store, no shell session). Only the S3
+    # gateway listens on the bridge; master, volume server and filer on loopback. No telemetry (on by default).
+    local weed dir="$STATE/seaweedfs" master volume filer s3_grpc
+    weed="$(bash "$ROOT/.ci/seaweedfs/build")/weed" || die "SeaweedFS build failed (bash .ci/seaweedfs/build)"
+    read -r master volume filer s3_grpc <<<"$SEAWEEDFS_PORTS"
+    rm -rf "$dir"; mkdir -p "$dir/data" "$dir/logs"  # empty at every up, as moto's memory is
+    (umask 077; printf '{"identities": [{"name": "kubeflow-admin", "actions": ["Admin", "Read", "List", "Tagging",
+        "Write"], "credentials": [{"accessKey": "%s", "secretKey": "%s"}]}]}\n' "$S3_KEY" "$S3_KEY" > "$dir/s3.json")
+    start_daemon object-store env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY TMPDIR="$dir" \
+        "$weed" -logdir="$dir/logs" server -dir="$dir/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+        -master.port="$master" -master.port.grpc="$((master + 10000))" -master.volumePreallocate=false \
+        -master.telemetry=false -volume.port="$volume" -volume.port.grpc="$((volume + 10000))" \
+        -filer -filer.port="$filer" -filer.port.grpc="$((filer + 10000))" -filer.localSocket="$dir/filer.sock" \
+        -s3 -s3.ip.bind="$GATEWAY" -s3.port="$S3_PORT" -s3.port.grpc="$s3_grpc" -s3.port.iceberg=0 \
+        -s3.port.lance=0 -s3.localSocket="$dir/s3.sock" -s3.config="$dir/s3.json"
+}
+
+host_service() {  # host_service NAME PORT[=TARGET][:NAME]...: a Service without selector whose endpoint is this
+    # host (or $ENDPOINT), PORT forwarded to TARGET (default PORT)
     local name="$1" spec ports="" endpoint_ports=""; shift
     for spec in "$@"; do
-        local port="${spec%%:*}" port_name="${spec#*:}"
+        local port_spec="${spec%%:*}" port_name="${spec#*:}"
+        local port="${port_spec%%=*}" target="${port_spec#*=}"
         [ "$port_name" = "$spec" ] && port_name="p$port"
-        ports="$ports{name: $port_name, port: $port, targetPort: $port},"
-        endpoint_ports="$endpoint_ports{name: $port_name, port: $port},"
+        ports="$ports{name: $port_name, port: $port, targetPort: $target},"
+        endpoint_ports="$endpoint_ports{name: $port_name, port: $target},"
     done
     cat <<EOF
 ---
@@ -85,7 +123,10 @@ apply_kfp_objects() {
     kubectl_admin create namespace "$KFP_NAMESPACE" >/dev/null
     {
         ENDPOINT="$KFP_ADDRESS" host_service ml-pipeline "$KFP_HTTP_PORT:http" "$KFP_GRPC_PORT:grpc"
-        host_service minio-service "$S3_PORT:http"
+        host_service minio-service "9000=$S3_PORT:http"  # KFP's own name for its store, SeaweedFS's too in 2.15
+        if [ "$OBJECT_STORE" = seaweedfs ]; then
+            host_service seaweedfs "8333=$S3_PORT:http-s3" "9000=$S3_PORT:http-s3-compat"  # KFP 2.15+'s name
+        fi
         host_service metadata-grpc-service "$MLMD_PORT:grpc-api"
         echo ---
         sed -e "s/@NAMESPACE@/$KFP_NAMESPACE/g" -e "s/@S3_KEY@/$S3_KEY/g" \

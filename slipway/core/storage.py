@@ -148,6 +148,39 @@ def s3_uri(uri: str) -> str:
     return "s3://" + uri[len("minio://"):] if uri.startswith("minio://") else uri
 
 
+def refusal(uri: str) -> str | None:
+    """The object store's refusal of this process's credentials for uri's bucket, in one line, or None when it
+    takes them (or cannot be asked). tensorflow-io's S3 client reports a refused request (403: a wrong key or
+    secret) as a missing object, so without this a wrong Secret reads as "no such file"; moto accepts any key,
+    SeaweedFS (KFP 2.15+), MinIO and S3 do not. boto3 asks once, with the same settings from the environment."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    endpoint = os.environ.get("S3_ENDPOINT", "")
+    if endpoint and "://" not in endpoint:  # tensorflow-io also takes host:port, its scheme from S3_USE_HTTPS
+        endpoint = ("http://" if os.environ.get("S3_USE_HTTPS") == "0" else "https://") + endpoint
+    client = boto3.client("s3", endpoint_url=endpoint or None, region_name=os.environ.get("AWS_REGION") or None,
+                          verify=os.environ.get("S3_VERIFY_SSL") != "0",
+                          config=Config(retries={"max_attempts": 1}, connect_timeout=10, read_timeout=30))
+    try:
+        client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status in (401, 403):
+            return (f"the object store refused access ({error.get('Code') or status}: "
+                    f"{' '.join(str(error.get('Message', '')).split())[:200]}); check the credentials in "
+                    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (on a cluster, the object-store Secret) and what "
+                    "they may read")
+        if error.get("Code") == "NoSuchBucket":
+            return f"no bucket {bucket} in the object store"
+    except BotoCoreError:  # unreachable or unconfigured: tensorflow-io's own answer stands
+        return None
+    return None
+
+
 @contextlib.contextmanager
 def local_copy(uri: str, what: str) -> Iterator[Path]:
     """A copy of the object-store file or folder at uri in a scratch folder (under TMPDIR), removed afterwards: for
@@ -161,7 +194,7 @@ def local_copy(uri: str, what: str) -> Iterator[Path]:
     try:
         try:
             if not gfile.exists(source):
-                raise SlipwayError(f"{what} {uri}: no such file or folder")
+                raise SlipwayError(f"{what} {uri}: {refusal(source) or 'no such file or folder'}")
             target = scratch / source.rstrip("/").rsplit("/", 1)[-1]
             if gfile.isdir(source):
                 copy_tree(source, str(target))
