@@ -1,6 +1,6 @@
 """Benchmark the model server (slipway.serving.server) on loopback against a direct in-process SavedModel call.
 
-    .venv/bin/python bench/bench_serving.py [--model-base BASE] [--seconds S] [--repeat N]
+    .venv/bin/python bench/bench_serving.py [--model-base BASE] [--seconds S] [--repeat N] [--workers N]
         [--load-generator auto|wrk|python] [--write-results]
 
 Trains the synthetic model (about a minute) unless --model-base names a model base, starts the server in the
@@ -11,7 +11,8 @@ arrived. The load generator is wrk (Debian's `wrk`: C on epoll, a Lua script sen
 Python one at most --requests or --seconds. Every level runs --repeat times on the same server (1 client, 8
 clients, the HTTP stack alone, then again); the table gives medians and ranges. Over each run /proc gives the
 server's CPU time (its event-loop thread, and the rest: TensorFlow's threads), the load generator's, and what
-other processes on the machine used. The direct call is the same SavedModel's serving_default on the same rows in
+other processes on the machine used. With --workers N the server runs N processes on the port (its --workers) and
+the server's CPU is theirs together. The direct call is the same SavedModel's serving_default on the same rows in
 this process (same TensorFlow), one row per call.
 
 Targets: p99 overhead over the direct call <= 2 ms at 1 client; 8 clients >= 4x the 1-client requests/s.
@@ -177,10 +178,10 @@ def summarize(latencies: list[float], failed: int, rps: float) -> dict:
 
 
 class CpuMeter:
-    """CPU seconds over a run, from /proc: the server's event-loop thread (its main thread: uvicorn's loop, the
-    HTTP, FastAPI and kserve work and the JSON) and its other threads (TensorFlow's calls), this process and its
-    reaped children (the load generator), and the whole machine; what the machine used beyond those is other
-    processes' (another job on a shared machine)."""
+    """CPU seconds over a run, from /proc: the server's event-loop threads (each worker process's main thread:
+    uvicorn's loop, the HTTP, FastAPI and kserve work and the JSON) and its other threads (TensorFlow's calls),
+    this process and its reaped children (the load generator), and the whole machine; what the machine used beyond
+    those is other processes' (another job on a shared machine)."""
 
     def __init__(self, server_pid: int | None):
         self.pid = server_pid
@@ -195,19 +196,30 @@ class CpuMeter:
     def _read(self) -> tuple[float, ...]:
         tick = os.sysconf("SC_CLK_TCK")
         threads = {}
-        for tid in os.listdir(f"/proc/{self.pid}/task") if self.pid else ():
-            with contextlib.suppress(OSError, IndexError):
-                fields = Path(f"/proc/{self.pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
-                threads[int(tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
-        loop = threads.get(self.pid, 0.0)
+        for pid in self._server_pids():
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError, IndexError):
+                    fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+                    threads[int(tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        loop = sum(threads.get(pid, 0.0) for pid in self._server_pids())
         ours = sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
                    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         stat = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
         busy = (sum(stat) - stat[3] - stat[4]) / tick  # all but idle and iowait (steal counts: not ours to use)
         return time.perf_counter(), loop, sum(threads.values()) - loop, ours, busy
 
+    def _server_pids(self) -> list[int]:
+        """The server's process and its worker processes (--workers)."""
+        if not self.pid:
+            return []
+        import psutil
+
+        with contextlib.suppress(psutil.Error):
+            return [self.pid, *(child.pid for child in psutil.Process(self.pid).children())]
+        return []
+
     def deltas(self) -> tuple[float, ...]:
-        """wall, event-loop thread, the server's other threads, this process and its children, machine busy."""
+        """wall, event-loop thread(s), the server's other threads, this process and its children, machine busy."""
         return tuple(b - a for a, b in zip(self.start, self.end, strict=True))
 
     def other_cores(self) -> float:
@@ -233,6 +245,21 @@ def _progress(level, run: dict, kept: bool) -> None:
           f"{run['failed']} failed; server {run['server_us']:,.0f} us/request ({run['loop_us']:,.0f} event loop), "
           f"{run['server_cores']:.2f} cores; other processes {run['other_cores']:.2f} cores"
           f"{'' if kept else ' (disturbed: discarded)'}", file=sys.stderr, flush=True)
+
+
+def wait_for_workers(server, workers: int, limit: float = 180) -> None:
+    """Until every worker process listens on the server's port (each does once its copy of the model is loaded)."""
+    import psutil
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        listening = [proc for proc in [psutil.Process(server.pid), *psutil.Process(server.pid).children()]
+                     if any(c.status == psutil.CONN_LISTEN and c.laddr.port == server.port
+                            for c in proc.net_connections(kind="tcp"))]
+        if len(listening) >= workers:
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"only {len(listening)} of {workers} server processes listen after {limit:g} s")
 
 
 def wait_quiet(server_pid: int | None, limit: float) -> bool:
@@ -382,6 +409,7 @@ def main() -> None:
                         help="before each repetition wait up to this many seconds for other processes to go idle, "
                              "and run again one they disturbed (0: neither)")
     parser.add_argument("--wrk-threads", type=int, default=2, help="wrk threads (at most one per connection)")
+    parser.add_argument("--workers", type=int, default=1, help="server processes on the port (the server's --workers)")
     parser.add_argument("--write-results", action="store_true", help=f"append the table to {RESULTS.name}")
     args = parser.parse_args()
     from slipway.serving import layout, process, testing
@@ -399,7 +427,8 @@ def main() -> None:
     base = args.model_base or make_base(workdir)
     version = layout.latest_version(base)
     rows = testing.serialized_examples(testing.ROWS)
-    server = process.start_server(base, NAME, log_file=str(workdir / "server.log"))
+    server = process.start_server(base, NAME, log_file=str(workdir / "server.log"), workers=args.workers)
+    wait_for_workers(server, args.workers)
 
     def run(requests: list[bytes], clients: int) -> dict:
         with CpuMeter(server.pid) as meter:
@@ -446,7 +475,8 @@ def main() -> None:
         if not args.quiet_wait or direct_run["other_cores"] <= NOT_QUIET_CORES:
             break
     header = (f"## {time.strftime('%Y-%m-%d')} — model server (KServe {_kserve_version()}, V1 one-row predict, "
-              f"loopback, {'wrk' if wrk else 'Python clients'}), {platform.machine()}, {_cores()} cores")
+              f"loopback, {'wrk' if wrk else 'Python clients'}, {args.workers} server process"
+              f"{'es' if args.workers > 1 else ''}), {platform.machine()}, {_cores()} cores")
     emit(header, table_rows(generator, direct_run, levels, _cores()), args.write_results)
 
 

@@ -24,6 +24,9 @@ def add_serve_parser(commands) -> None:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--poll-seconds", type=float, default=1.0, help="how often new versions are looked for")
+    serve.add_argument("--workers", type=int, default=1,
+                       help="server processes sharing the port, each with the model loaded (default 1; one per core "
+                            "answers the most requests a second)")
     serve.add_argument("--stop", action="store_true", help="stop the server kept running for this model instead")
 
 
@@ -78,7 +81,8 @@ def serve_command(args) -> int:
         server = None
         try:
             server = process.start_server(base, name, port=args.port, host=args.host,
-                                          poll_seconds=args.poll_seconds, log_file=log_file, state_file=state)
+                                          poll_seconds=args.poll_seconds, log_file=log_file, state_file=state,
+                                          workers=args.workers)
             print(f"serving {name} version {versions[-1]} at {server.url} (Ctrl-C stops it; new versions pushed "
                   f"to {base} are picked up)", flush=True)
             print(f"  curl -s {server.url}/v1/models/{name}:predict -d '{{\"signature_name\": \"serving_raw\", "

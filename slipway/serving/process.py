@@ -107,16 +107,20 @@ def start_server(
     state_file: str | None = None,
     ready_timeout: float = 180,
     version: int | None = None,
+    workers: int = 1,
 ) -> ServerProcess:
     """Run the model server on model_base and wait until it answers; its output goes to log_file (a temporary
     file when None). detach=True puts it in a session of its own, so it outlives the caller. version: serve that
-    version only (None: the highest, following the base)."""
+    version only (None: the highest, following the base). workers: server processes sharing the port (the server's
+    --workers)."""
     command = [serving_python(), "-m", "slipway.serving.server", "--model-base", str(model_base), "--name", name,
                "--port", str(port), "--host", host, "--poll-seconds", str(poll_seconds)]
     if state_file:
         command += ["--state-file", str(state_file)]
     if version is not None:
         command += ["--version", str(version)]
+    if workers != 1:
+        command += ["--workers", str(workers)]
     if log_file is None:
         handle, log_file = tempfile.mkstemp(prefix=f"slipway-serving-{name}-", suffix=".log")
         os.close(handle)

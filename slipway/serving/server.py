@@ -1,7 +1,7 @@
 """KServe's Python model server on a TF Serving model base (runs in the serving environment, .venv-serving).
 
     python -m slipway.serving.server --model-base BASE --name NAME [--port 8080] [--host 127.0.0.1]
-        [--poll-seconds 1.0] [--state-file PATH] [--version N]
+        [--poll-seconds 1.0] [--state-file PATH] [--version N] [--workers 1]
 
 Serves the highest complete version under BASE (`<BASE>/<version>/saved_model.pb`, a local folder or s3:// URI)
 as one kserve.Model behind kserve's own REST server, and watches BASE every poll-seconds: a higher version is
@@ -17,6 +17,13 @@ Protocols, both through kserve's routes:
   GET /v1/models/NAME; GET /v1/models/NAME/metadata in TF Serving's shape (added here).
 - V2, the Open Inference Protocol: POST /v2/models/NAME/infer (signature from the "signature_name" parameter),
   GET /v2/models/NAME.
+With --workers N (as KServe's model server has it), N processes serve the one port, each with its own copy of the
+model: one Python event loop per process is what limits the requests per second (its HTTP work per request
+dwarfs TensorFlow's), so a machine with more cores answers more with more processes. The kernel spreads
+connections over them (SO_REUSEPORT); each process watches the base itself, so right after a new version appears
+some requests may still be answered by the old one (x-model-version says which). The first process writes the
+state file and the ready line; the others stop with it.
+
 Every prediction carries the header x-model-version. Bad requests get 400 (unknown model 404, no version 503)
 with {"error": "<one line>"}.
 
@@ -74,7 +81,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poll-seconds", type=float, default=1.0, help="how often to look for new versions")
     parser.add_argument("--state-file", default="", help="write pid, url and version here (JSON) while serving")
     parser.add_argument("--version", default="", help="serve this version only (empty: the highest in the base)")
+    parser.add_argument("--workers", type=int, default=1, help="server processes sharing the port (default 1)")
     args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error(f"--workers {args.workers}: at least 1")
     if not _NAME.match(args.name):
         parser.error(f"--name {args.name!r}: letters, digits, '.', '_' and '-' only")
     if not 0 <= args.port <= 65535:
@@ -89,12 +99,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port only (kserve's REST server would bind 0.0.0.0)."""
+def bind(host: str, port: int, shared: bool = False) -> socket.socket:
+    """A listening socket on host:port only (kserve's REST server would bind 0.0.0.0); shared: other processes of
+    this user may listen on the same port (SO_REUSEPORT: --workers), the kernel spreading connections over them."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     # A restart right after a killed server binds at once, its old connections in TIME_WAIT notwithstanding.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if shared:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((host, port))
         sock.listen(1024)
@@ -155,7 +168,10 @@ def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def serve(args: argparse.Namespace, sock: socket.socket) -> int:
+def serve(args: argparse.Namespace, sock: socket.socket | None, worker: int = 0) -> int:
+    """Load the model and serve it until a stop signal; worker 0 serves on sock and announces itself, a further
+    worker (sock None) opens its own socket on the same port once its model is loaded, so no connection waits in
+    the queue of a process still loading."""
     import_tensorflow()
     # The ~300,000 objects of TensorFlow, kserve and FastAPI never die: out of the collector's sight, a full
     # collection (over 100 ms here, every request waiting) stops walking them.
@@ -168,17 +184,21 @@ def serve(args: argparse.Namespace, sock: socket.socket) -> int:
         why = f" ({model.failed[args.version]})" if args.version in model.failed else ""
         print(f"serve: model folder {args.model_base}: {which} could not be loaded{why}", file=sys.stderr)
         return 2
+    if sock is None:
+        sock = bind(args.host, args.port, shared=True)
     port = sock.getsockname()[1]
     url = _url(args.host, port)
-    state = StateFile(args.state_file, {"pid": os.getpid(), "url": url, "port": port, "host": args.host,
-                                        "name": args.name, "model_base": args.model_base})
+    state = StateFile(args.state_file if worker == 0 else "", {"pid": os.getpid(), "url": url, "port": port,
+                                                                "host": args.host, "name": args.name,
+                                                                "model_base": args.model_base})
     model.on_version = lambda number: state.write(version=number)
     server = build_server(model)
     stop = threading.Event()
 
     def announce() -> None:
         state.write(version=model.version)
-        print(f"{READY_PREFIX} name={args.name} version={model.version} url={url}", flush=True)
+        if worker == 0:
+            print(f"{READY_PREFIX} name={args.name} version={model.version} url={url}", flush=True)
         threading.Thread(target=model.watch, args=(stop, args.poll_seconds), name="watch", daemon=True).start()
 
     from kserve import model_server
@@ -197,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     for signum in lifecycle.STOP_SIGNALS:
         lifecycle.install(signum, _stop_on_signal)
     try:
-        sock = bind(args.host, args.port)
+        sock = bind(args.host, args.port, shared=args.workers > 1)
         found = layout.require_versions(args.model_base)
         if args.version is not None and args.version not in found:
             raise SlipwayError(f"--version {args.version}: not in {args.model_base} (it has "
@@ -206,8 +226,41 @@ def main(argv: list[str] | None = None) -> int:
         print(f"serve: {exc}", file=sys.stderr)
         return 2
     _configure_logging()
-    with sock:
-        return serve(args, sock)
+    args.port = sock.getsockname()[1]  # the further workers listen on the port the first one got
+    worker, others = _start_workers(args.workers, sock)
+    if worker:
+        return serve(args, None, worker)
+    try:
+        with sock:
+            return serve(args, sock)
+    finally:
+        _stop_workers(others)
+
+
+def _start_workers(count: int, sock: socket.socket) -> tuple[int, list[int]]:
+    """Fork the workers after the first, before TensorFlow is imported (a fork after would copy its threads'
+    locks): (this process's worker number, the pids the first one started). A worker ends with the first one."""
+    pids: list[int] = []
+    for worker in range(1, count):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            lifecycle.die_with_parent()
+            sock.close()  # the first worker's queue is its own
+            return worker, []
+        pids.append(pid)
+    return 0, pids
+
+
+def _stop_workers(pids: list[int]) -> None:
+    """SIGTERM to each further worker (a graceful stop, as the first one's), then wait for them."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    for pid in pids:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 if __name__ == "__main__":
