@@ -232,7 +232,7 @@ def rows(slipway_runs: list[dict], tfx_runs: list[dict]) -> list[tuple[str, str,
     notes = {
         "ingest": "CsvExampleGen",
         "validate": "StatisticsGen + ImportSchemaGen + ExampleValidator",
-        "transform": "Transform (TFX also computes pre- and post-transform statistics by default)",
+        "transform": "Transform (without its pre- and post-transform statistics, as Slipway)",
         "train": "Trainer",
         "evaluate": "Evaluator",
     }
