@@ -247,21 +247,6 @@ def _progress(level, run: dict, kept: bool) -> None:
           f"{'' if kept else ' (disturbed: discarded)'}", file=sys.stderr, flush=True)
 
 
-def wait_for_workers(server, workers: int, limit: float = 180) -> None:
-    """Until every worker process listens on the server's port (each does once its copy of the model is loaded)."""
-    import psutil
-
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        listening = [proc for proc in [psutil.Process(server.pid), *psutil.Process(server.pid).children()]
-                     if any(c.status == psutil.CONN_LISTEN and c.laddr.port == server.port
-                            for c in proc.net_connections(kind="tcp"))]
-        if len(listening) >= workers:
-            return
-        time.sleep(0.2)
-    raise SystemExit(f"only {len(listening)} of {workers} server processes listen after {limit:g} s")
-
-
 def wait_quiet(server_pid: int | None, limit: float) -> bool:
     """Wait, at most `limit` seconds, until for 3 s in a row no other process used more than QUIET_CORES."""
     deadline, quiet = time.monotonic() + limit, 0
@@ -428,7 +413,6 @@ def main() -> None:
     version = layout.latest_version(base)
     rows = testing.serialized_examples(testing.ROWS)
     server = process.start_server(base, NAME, log_file=str(workdir / "server.log"), workers=args.workers)
-    wait_for_workers(server, args.workers)
 
     def run(requests: list[bytes], clients: int) -> dict:
         with CpuMeter(server.pid) as meter:

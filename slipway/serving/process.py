@@ -112,7 +112,7 @@ def start_server(
     """Run the model server on model_base and wait until it answers; its output goes to log_file (a temporary
     file when None). detach=True puts it in a session of its own, so it outlives the caller. version: serve that
     version only (None: the highest, following the base). workers: server processes sharing the port (the server's
-    --workers)."""
+    --workers); returns once every one of them listens."""
     command = [serving_python(), "-m", "slipway.serving.server", "--model-base", str(model_base), "--name", name,
                "--port", str(port), "--host", host, "--poll-seconds", str(poll_seconds)]
     if state_file:
@@ -130,12 +130,20 @@ def start_server(
                                    start_new_session=detach, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                    preexec_fn=None if detach else lifecycle.die_with_parent)
     try:
+        deadline = time.monotonic() + ready_timeout
         fields = _wait_ready(process, log_file, offset, ready_timeout)
+        port = int(fields["url"].rsplit(":", 1)[1])
+        # the ready line is the first worker's; the others listen once their copy of the model is loaded
+        while workers > 1 and len(listening_pids(process.pid, port)) < workers:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SlipwayError(f"model server: {len(listening_pids(process.pid, port))} of {workers} worker "
+                                   f"processes listen after {ready_timeout:g} s (log: {log_file})")
+            time.sleep(0.1)
     except BaseException:
         _kill(process)
         raise
-    return ServerProcess(process.pid, fields["url"], int(fields["url"].rsplit(":", 1)[1]), name, str(model_base),
-                         int(fields["version"]), str(log_file), process)
+    return ServerProcess(process.pid, fields["url"], port, name, str(model_base), int(fields["version"]),
+                         str(log_file), process)
 
 
 def _wait_ready(process: subprocess.Popen, log_file: str, offset: int, timeout: float) -> dict:
@@ -152,6 +160,20 @@ def _wait_ready(process: subprocess.Popen, log_file: str, offset: int, timeout: 
         if time.monotonic() > deadline:
             raise SlipwayError(f"model server not ready within {timeout:g} s (log: {log_file})")
         time.sleep(0.05)
+
+
+def listening_pids(pid: int, port: int) -> list[int]:
+    """The server process pid and those of its worker processes (--workers) that listen on port."""
+    import psutil
+
+    found = []
+    with contextlib.suppress(psutil.Error):
+        for proc in [psutil.Process(pid), *psutil.Process(pid).children()]:
+            with contextlib.suppress(psutil.Error):
+                if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                       for c in proc.net_connections(kind="tcp")):
+                    found.append(proc.pid)
+    return found
 
 
 def _read_from(path: str, offset: int) -> str:

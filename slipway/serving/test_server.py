@@ -437,16 +437,13 @@ def _non_loopback_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
-def _listening_processes(pid: int, port: int) -> dict[int, int]:
-    """pid -> ESTABLISHED connections on port, for the server process and its children that listen on port."""
+def _established(pid: int, port: int) -> dict[int, int]:
+    """pid -> ESTABLISHED connections on port, for each server process listening on port."""
     import psutil
 
-    found = {}
-    for proc in [psutil.Process(pid), *psutil.Process(pid).children()]:
-        sockets = proc.net_connections(kind="tcp")
-        if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in sockets):
-            found[proc.pid] = sum(c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port for c in sockets)
-    return found
+    return {listening: sum(c.status == psutil.CONN_ESTABLISHED and c.laddr.port == port
+                           for c in psutil.Process(listening).net_connections(kind="tcp"))
+            for listening in process.listening_pids(pid, port)}
 
 
 def test_two_workers_share_the_port_answer_alike_and_stop_with_the_first(tmp_path, serving_model, expected):
@@ -459,9 +456,6 @@ def test_two_workers_share_the_port_answer_alike_and_stop_with_the_first(tmp_pat
     server = process.start_server(base, NAME, workers=2, state_file=str(state), log_file=str(tmp_path / "a.log"))
     connections = []
     try:
-        deadline = time.monotonic() + 120  # the second worker listens once its copy of the model is loaded
-        while len(_listening_processes(server.pid, server.port)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.2)
         body = json.dumps({"instances": _b64_instances(ROWS)})
         for _ in range(24):  # the kernel spreads new connections by their ports: both get some of 24
             connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
@@ -470,7 +464,7 @@ def test_two_workers_share_the_port_answer_alike_and_stop_with_the_first(tmp_pat
             assert answer.status == 200
             assert np.allclose(np.array(json.loads(answer.read())["predictions"]), expected, atol=1e-6)
             connections.append(connection)
-        held = _listening_processes(server.pid, server.port)
+        held = _established(server.pid, server.port)  # start_server returned once both listen
         assert len(held) == 2 and all(count >= 1 for count in held.values()), held
         assert json.loads(state.read_text())["pid"] == server.pid  # the first worker is the one to find
         second = next(pid for pid in held if pid != server.pid)
@@ -482,10 +476,7 @@ def test_two_workers_share_the_port_answer_alike_and_stop_with_the_first(tmp_pat
     assert "Traceback" not in (tmp_path / "a.log").read_text()
 
     again = process.start_server(base, NAME, workers=2, log_file=str(tmp_path / "b.log"))
-    deadline = time.monotonic() + 120
-    while len(_listening_processes(again.pid, again.port)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    second = next(pid for pid in _listening_processes(again.pid, again.port) if pid != again.pid)
+    second = next(pid for pid in process.listening_pids(again.pid, again.port) if pid != again.pid)
     os.kill(again.pid, signal.SIGKILL)
     again.process.wait(10)
     psutil.Process(second).wait(20)  # SIGTERM from the kernel when its parent died (PR_SET_PDEATHSIG)
