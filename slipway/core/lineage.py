@@ -28,6 +28,8 @@ from typing import Any, Protocol
 ENV_STORE = "SLIPWAY_LINEAGE"
 ENV_RUN_ID = "SLIPWAY_RUN_ID"
 ENV_PIPELINE = "SLIPWAY_PIPELINE"
+# The component whose failed runs mark a model as never served: latest_blessed_model skips such a model.
+DEPLOY_COMPONENT = "deploy"
 ENV_MLFLOW_RUN = "MLFLOW_RUN_ID"  # set by KFP's driver in a task's container: the task's own MLflow run
 CONTENT_HASH = "content_sha256"  # an output's property: sha256 over what it computed (content_hash)
 # Outputs that record an event rather than a result (TensorBoard's event files carry wall-clock times and host
@@ -154,6 +156,11 @@ def check_store(uri: str) -> None:
     if uri in ("", "none") or uri.startswith(("sqlite://", "grpc://")):
         return
     open_store(uri)
+
+
+def still_readable(uri: str) -> bool:
+    """Whether a recorded model may still be read: a local folder that exists, or any remote URI (not asked)."""
+    return "://" in uri or Path(uri).exists()
 
 
 def sqlite_uri(path: str | os.PathLike) -> str:

@@ -29,7 +29,14 @@ from typing import Any
 
 from slipway.core import lineage
 from slipway.core.errors import SlipwayError
-from slipway.core.lineage import CONTENT_HASH, ArtifactRecord, LineageNode, StepRecord
+from slipway.core.lineage import (
+    CONTENT_HASH,
+    DEPLOY_COMPONENT,
+    ArtifactRecord,
+    LineageNode,
+    StepRecord,
+    still_readable,
+)
 from slipway.core.lineage_mlflow_client import MlflowApiError, MlflowClient, proxied_path, tracking_url
 
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag, the one KFP's driver sets on a task's run
@@ -48,7 +55,6 @@ UPLOADED = {"Model": (), "HTML": (), "Metrics": (), "ModelEvaluation": ("tfma/",
             "ExampleAnomalies": (), "Schema": (), "HyperParameters": ()}
 FILE_SUFFIX = {"HTML": ".html", "Metrics": ".json"}  # a single-file output's name in the run's artifacts
 MAX_UPLOAD_BYTES = 1 << 30  # per step: a larger model is left where its URI tag says
-DEPLOY_COMPONENT = "deploy"  # its failed runs mark a model as never served (latest_blessed_model)
 
 
 class MlflowLineage:
@@ -209,7 +215,7 @@ class MlflowLineage:
         query = f"tags.`{PIPELINE_TAG}` = {_quoted(pipeline)} AND tags.`{BLESSED_TAG}` = 'true'"
         for _, record in self._steps(query, "DESC"):
             for model in (a for a in record.inputs if a.name == "model"):
-                if not (Path(model.uri).exists() or "://" in model.uri) or self._never_deployed(model.uri):
+                if not still_readable(model.uri) or self._never_deployed(model.uri):
                     continue
                 return model.uri
         return None

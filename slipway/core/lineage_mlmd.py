@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slipway import __version__
-from slipway.core.lineage import ArtifactRecord, LineageNode, StepRecord
+from slipway.core.lineage import DEPLOY_COMPONENT, ArtifactRecord, LineageNode, StepRecord, still_readable
 
 if TYPE_CHECKING:  # for the annotations only: ml_metadata is imported where it is used
     from ml_metadata.proto.metadata_store_pb2 import ConnectionConfig, MetadataStoreClientConfig
@@ -21,7 +21,6 @@ PIPELINE_RUN = "slipway.PipelineRun"
 PIPELINE = "slipway.Pipeline"
 KFP_TYPE_PREFIX = "system."  # the types KFP's launcher records artifacts and executions under
 GRPC_TIMEOUT_S = 15  # per call to a remote MLMD server
-DEPLOY_COMPONENT = "deploy"  # its failed executions mark a model as never served (latest_blessed_model)
 
 
 def sqlite_config(path: str) -> ConnectionConfig:
@@ -263,7 +262,7 @@ class MlmdLineage:
                 models = [e for e in events if e.type == pb.Event.INPUT and _event_key(e) == "model"]
                 for model_event in models:
                     model = self._store.get_artifacts_by_id([model_event.artifact_id])[0]
-                    if not (Path(model.uri).exists() or "://" in model.uri) or self._never_deployed(model.id):
+                    if not still_readable(model.uri) or self._never_deployed(model.id):
                         continue
                     return model.uri
         return None
