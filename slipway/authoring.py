@@ -29,6 +29,7 @@ import os
 import tempfile
 import tomllib
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from slipway import __version__
@@ -68,12 +69,24 @@ def module_path(module: str, dirs: dict[str, Path]) -> Path | None:
     return None
 
 
+def module_level_imports(tree: ast.Module) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The import statements that run when the module is imported: outside any function or class body (under a
+    module-level `if` or `try` too). The wheel's closure follows them; the catalog's import guard checks them."""
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop(0)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+
+
 def top_level_imports(path: Path, module: str) -> set[str]:
     """The slipway modules a module imports at its top level (not inside a function or class body)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in tree.body:
+    for node in module_level_imports(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -295,15 +295,13 @@ def check_top_level_imports(path: Path) -> None:
 
 def _top_level_imports(tree: ast.Module) -> Iterator[tuple[ast.stmt, list[str]]]:
     """Absolute imports outside any function or class (under `if`/`try` at module level too)."""
-    pending = list(tree.body)
-    while pending:
-        node = pending.pop(0)
+    from slipway.authoring import module_level_imports
+
+    for node in module_level_imports(tree):
         if isinstance(node, ast.Import):
             yield node, [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        elif node.level == 0 and node.module:
             yield node, [node.module]
-        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            pending.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
 
 
 @contextlib.contextmanager
