@@ -3,6 +3,7 @@ and Ctrl-C / SIGTERM ending with exit 130 / 143, a summary.json and no process l
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import json
@@ -142,21 +143,33 @@ def _fifo_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     return process, workdir
 
 
-def _processes_of(workdir: Path) -> list[str]:
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
+def _processes_of(workdir: Path, run: subprocess.Popen) -> list[psutil.Process]:
+    """The run's processes: the CLI's descendants (the warm step process and its copies among them: they keep the
+    environment they started with, from before the run chose its TMPDIR) and any with the run's TMPDIR."""
+    found = {}
+    with contextlib.suppress(psutil.Error):
+        found = {proc.pid: proc for proc in psutil.Process(run.pid).children(recursive=True)}
+    for proc in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error):
             if str(workdir) in proc.environ().get("TMPDIR", ""):
-                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:200]}")
-        except psutil.Error:
-            continue
-    return found
+                found[proc.pid] = proc
+    return list(found.values())
+
+
+def _running(processes: list[psutil.Process]) -> list[str]:
+    alive = []
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(f"{proc.pid} {' '.join(proc.cmdline())[:200]}")
+    return alive
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_to_the_cli_alone_stops_every_step_process_and_writes_the_summary(tmp_path, sig, code):
     process, workdir = _fifo_run(tmp_path)
-    assert _processes_of(workdir), "the ingest step should be running"
+    processes = _processes_of(workdir, process)
+    assert any("ingest" in " ".join(proc.cmdline()) for proc in processes), "the ingest step should be running"
     process.send_signal(sig)
     out, err = process.communicate(timeout=60)
     assert process.returncode == code, (out, err)
@@ -169,5 +182,5 @@ def test_a_signal_to_the_cli_alone_stops_every_step_process_and_writes_the_summa
     assert summary["interrupted_by"] == name
     assert summary["steps"]["ingest"]["status"] == "interrupted"
     assert summary["steps"]["train"]["status"] == "not_run"
-    assert _processes_of(workdir) == []
+    assert _running(processes) == []
     assert list((workdir / "tmp").iterdir()) == []  # the stale file and the run's own scratch space are gone

@@ -4,6 +4,7 @@ parsed into the parameter's own name), then a RunRequest (run_request.py) run by
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 
@@ -121,16 +122,19 @@ def command(args: argparse.Namespace) -> int:
     from slipway.commands.run_request import request_from
     from slipway.commands.run_summary import print_summary
     from slipway.core.errors import OPTION_NAMES_ENV
+    from slipway.local import warm_steps
     from slipway.local.runner import run_local
 
-    request = request_from(args)
     previous = os.environ.get(OPTION_NAMES_ENV)
-    os.environ[OPTION_NAMES_ENV] = json.dumps(RUN_FLAGS)  # the steps' errors name our flags, not the parameters
-    try:
-        summary = run_local(request.pipeline, request.arguments, request.workdir, request.lineage_uri,
-                            containers=request.containers, verbose=args.verbose)
-    finally:
-        os.environ.pop(OPTION_NAMES_ENV) if previous is None else os.environ.update({OPTION_NAMES_ENV: previous})
+    # The warm step process imports TensorFlow and the TFX libraries while the flags and the module are checked.
+    with warm_steps.started() if args.runner == "subprocess" else contextlib.nullcontext() as warm:
+        request = request_from(args, warm)
+        os.environ[OPTION_NAMES_ENV] = json.dumps(RUN_FLAGS)  # the steps' errors name our flags, not the parameters
+        try:
+            summary = run_local(request.pipeline, request.arguments, request.workdir, request.lineage_uri,
+                                containers=request.containers, verbose=args.verbose, warm=warm)
+        finally:
+            os.environ.pop(OPTION_NAMES_ENV) if previous is None else os.environ.update({OPTION_NAMES_ENV: previous})
     print_summary(summary, request.workdir)
     return _exit_status(summary, args)
 

@@ -5,6 +5,7 @@ TensorFlow). Nothing here runs a step; the workdir is created only once everythi
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,11 +37,12 @@ class RunRequest:
     pipeline: Any = None  # the kfp pipeline function, imported last (kfp takes seconds to import)
 
 
-def request_from(args: Any) -> RunRequest:
+def request_from(args: Any, warm: Any = None) -> RunRequest:
     """A checked RunRequest from `slipway run`'s parsed flags (any object with their attributes); the workdir is
-    created and, with --runner podman, the arguments rewritten to the containers' paths."""
+    created and, with --runner podman, the arguments rewritten to the containers' paths. warm: the run's warm step
+    process (slipway.local.warm_steps), where the module file is checked when there is one."""
     request = plan(args)
-    _import_pipeline(request, args)
+    _import_pipeline(request, args, warm)
     from slipway.commands import run_arguments
 
     run_arguments.create_workdir(request.workdir)
@@ -128,26 +130,47 @@ def _tuning_arguments(args: Any) -> dict[str, Any]:
     return {"search_spec": json.dumps(spec), "trial_hyperparameters": args.trial_hyperparameters}
 
 
-def _import_pipeline(request: RunRequest, args: Any) -> None:
-    """The pipeline function (kfp imported now), its checkpoints folder, and the module file imported to check it."""
+def check_module(module: str, hyperparameters: str, trial_hyperparameters: str) -> None:
+    """The module file imported as the steps will, its functions and the hyper-parameter flags checked against it."""
+    from types import SimpleNamespace
+
     from slipway.commands import run_arguments
-    from slipway.core.lifecycle import call_in_fork
     from slipway.core.modules import check_pipeline_module
     from slipway.local.console import native_stderr_silenced
+
+    flags = SimpleNamespace(hyperparameters=hyperparameters, trial_hyperparameters=trial_hyperparameters)
+    with native_stderr_silenced():
+        # a missing build_keras_model named now, not after the steps before train; computed defaults checked
+        run_arguments.check_module_hyperparameters(check_pipeline_module(module), flags)
+
+
+# What a module file imports at the top (preprocessing_fn uses TFT): the warm process has these before it checks one.
+MODULE_CHECK_AFTER = ("tensorflow", "tensorflow_transform")
+
+
+def _import_pipeline(request: RunRequest, args: Any, warm: Any = None) -> None:
+    """The pipeline function (kfp imported now), its checkpoints folder, and the module file imported to check it."""
+    from slipway.core.kfp_import import import_kfp
+    from slipway.core.lifecycle import call_in_fork
+
+    import_kfp()
     from slipway.pipelines import training
 
     request.pipeline = training.PIPELINES[request.pipeline_key]
     # Per-epoch checkpoints outlive a failed run, so running the same command again resumes training.
     request.arguments["checkpoint_dir"] = str(request.workdir / "checkpoints" / request.pipeline.name)
 
-    def check_module() -> None:
-        with native_stderr_silenced():
-            # a missing build_keras_model named now, not after the steps before train; computed defaults checked
-            run_arguments.check_module_hyperparameters(check_pipeline_module(request.module), args)
+    # In a copy of the warm step process (TensorFlow imported there already), or a forked copy of this one: the
+    # module imports TensorFlow, which this process would otherwise keep resident (hundreds of MiB) all through the
+    # run while every step has its own.
+    check_args = [str(request.module), args.hyperparameters, args.trial_hyperparameters]
+    outcome = None
+    if warm is not None:
+        from slipway.local.step_client import call
 
-    # In a forked copy: the module imports TensorFlow, which this process would otherwise keep resident (hundreds of
-    # MiB) all through the run while every step imports its own.
-    passed, error_class, message = call_in_fork(check_module)
+        with contextlib.suppress(OSError):
+            outcome = call(warm.socket, f"{__name__}:check_module", check_args, after=MODULE_CHECK_AFTER)
+    passed, error_class, message = outcome or call_in_fork(lambda: check_module(*check_args))
     if not passed:
         if error_class == "interrupted":
             raise KeyboardInterrupt("SIGINT")

@@ -16,7 +16,7 @@ import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -87,14 +87,15 @@ class Console:
 
 
 @contextlib.contextmanager
-def steps_through(console: Console) -> Iterator[None]:
-    """kfp.local's subprocess tasks run through console.run_step for the duration."""
+def steps_through(console: Console, rewrite: Callable[[list[str]], list[str]] | None = None) -> Iterator[None]:
+    """kfp.local's subprocess tasks run through console.run_step for the duration; rewrite, when given, changes
+    each task's command first (the warm step process: slipway.local.warm_steps)."""
     from kfp.local import subprocess_task_handler
 
     original = subprocess_task_handler.run_local_subprocess
 
     def run_local_subprocess(full_command: list[str]) -> int:
-        return console.run_step(full_command)
+        return console.run_step(rewrite(full_command) if rewrite else full_command)
 
     global ACTIVE
     subprocess_task_handler.run_local_subprocess = run_local_subprocess

@@ -1,0 +1,99 @@
+"""One step of a local run, started in the run's warm step process (slipway.local.warm_steps) instead of cold.
+
+    python -m slipway.local.step_client ARGS...    (in place of `python -m kfp.dsl.executor_main ARGS...`)
+
+kfp.local starts each task as `sh -ec '... python -m kfp.dsl.executor_main ARGS'`; `slipway run` rewrites that one
+command to this module. It hands its arguments, working folder, environment and its stdin/stdout/stderr to the warm
+process (SLIPWAY_STEP_SERVER, a Unix socket), which forks a copy that runs kfp's executor with them: the copy has
+TensorFlow and the TFX libraries imported already. This process stays in the task's place: SIGTERM and SIGINT go
+on to the copy, and it ends with the copy's exit status (or its signal), so kfp.local and the console see a step
+process like any other. Where the warm process cannot take the step (gone, or it failed to start), the step runs
+cold here, as it would without it.
+
+This module imports only the standard library: it is the process every step starts with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+
+ENV_SOCKET = "SLIPWAY_STEP_SERVER"
+EXECUTOR_MODULE = "kfp.dsl.executor_main"
+
+
+def request(argv: list[str], **more) -> bytes:
+    """What the warm process needs to run the step as this process would: one JSON line."""
+    return (json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), **more}) + "\n").encode()
+
+
+def call(socket_path: str, target: str, args: list, after: tuple[str, ...] = ()) -> tuple[bool, str, str]:
+    """target ("module:function") called with args in a copy of the warm process, once it has imported the modules
+    named in after; what lifecycle.call_in_fork returns. Raises OSError when the warm process cannot take it."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(socket_path)
+        socket.send_fds(conn, [request([], call=target, args=args, after=list(after))], [0, 1, 2])
+        answers = conn.makefile("r", encoding="utf-8")
+        lines = [json.loads(line) for line in answers]
+    report = next((line for line in lines if "report" in line), None)
+    if report is None:
+        ended = lines[-1] if lines else {}
+        status = f"signal {ended['signal']}" if "signal" in ended else f"exit status {ended.get('exit', '?')}"
+        return False, "", status
+    name, _, message = report["report"].partition("\n")
+    return not report["report"], name, message
+
+
+def run_cold(argv: list[str], why: str) -> None:
+    """Become the cold step process: the same interpreter running kfp's executor with the same arguments."""
+    print(f"(warm step process unavailable: {why}; the step starts cold)", file=sys.stderr, flush=True)
+    os.execv(sys.executable, [sys.executable, "-m", EXECUTOR_MODULE, *argv])
+
+
+def _read_line(stream) -> dict | None:
+    line = stream.readline()
+    return json.loads(line) if line else None
+
+
+def _forward_signals(pid: int) -> None:
+    def forward(signum, _frame):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+
+
+def main(argv: list[str]) -> int:
+    path = os.environ.get(ENV_SOCKET, "")
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        socket.send_fds(conn, [request(argv)], [0, 1, 2])
+        answers = conn.makefile("r", encoding="utf-8")
+        started = _read_line(answers)  # {"pid": N} once the copy runs; nothing if the warm process ended first
+    except (OSError, ValueError) as exc:
+        started, why = None, f"{path or ENV_SOCKET + ' not set'}: {exc}"
+    else:
+        why = "it ended before taking the step"
+    if not started:
+        conn.close()
+        run_cold(argv, why)
+    _forward_signals(started["pid"])
+    ended = _read_line(answers)
+    if ended is None:
+        print("the warm step process ended while the step ran", file=sys.stderr, flush=True)
+        return 1
+    if "signal" in ended:  # end as the copy did, so the shell and kfp.local see the same signal
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
+            signal.signal(ended["signal"], signal.SIG_DFL)
+        os.kill(os.getpid(), ended["signal"])
+    return int(ended["exit"])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,197 @@
+"""The warm step process: kfp.local's real tasks forked from it, run as a cold step process would run them.
+
+Each test runs a small pipeline of lightweight components through run_local (kfp.local's SubprocessRunner, the
+console, the real warm process); the components write what they saw to a file, since they record no lineage."""
+
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from kfp import dsl
+
+from slipway.core import lifecycle
+from slipway.local import warm_steps
+from slipway.local.runner import run_local
+from slipway.local.step_client import call
+
+
+@dsl.component(base_image="python:3.11")
+def report(path: str, exit_code: int = 0, kill: bool = False):
+    """Write what this step process sees, then end as asked (an exit status, or killed by a signal)."""
+    import json
+    import os
+    import sys
+    import tempfile
+
+    import psutil
+
+    parent = psutil.Process(os.getppid())
+    seen = {"tensorflow_imported": "tensorflow" in sys.modules, "parent": " ".join(parent.cmdline()),
+            "marker": os.environ.get("WARM_TEST_MARKER"), "tmpdir": tempfile.gettempdir(), "cwd": os.getcwd(),
+            "pid": os.getpid()}
+    with open(path, "w") as f:
+        json.dump(seen, f)
+    print("step output line", flush=True)
+    if kill:
+        os.kill(os.getpid(), 9)
+    if exit_code:
+        sys.exit(exit_code)
+
+
+def _pipeline(path: str, exit_code: int = 0, kill: bool = False):
+    @dsl.pipeline(name="warm-test")
+    def warm_test():
+        report(path=path, exit_code=exit_code, kill=kill)
+
+    return warm_test
+
+
+def _run(tmp_path: Path, warm=None, **kwargs) -> "tuple[dict, dict, str]":
+    seen_path = tmp_path / "seen.json"
+    summary = run_local(_pipeline(str(seen_path), **kwargs), {}, tmp_path / "out", warm=warm)
+    seen = json.loads(seen_path.read_text()) if seen_path.exists() else {}
+    log = (Path(summary["logs"]) / "report.log").read_text()
+    return summary, seen, log
+
+
+@pytest.fixture
+def marker(monkeypatch):
+    # set after the warm process started: a step must see the task's environment, not the warm process's
+    monkeypatch.setenv("WARM_TEST_MARKER", "from-the-run")
+
+
+def test_a_step_is_forked_from_the_warm_process_with_the_tasks_environment_and_streams(tmp_path, marker):
+    with warm_steps.started() as warm:
+        assert call(warm.socket, f"{__name__}:check_answer", ["good"], after=("tensorflow",))[0]
+        summary, seen, log = _run(tmp_path, warm=warm)
+    assert summary["error"] is None, summary  # (no lineage recorded: the step counts as not run, not failed)
+    assert "slipway.local.warm_steps" in seen["parent"]  # its parent is the warm process, not kfp.local's shell
+    assert seen["tensorflow_imported"]  # before the step imported anything
+    assert seen["marker"] == "from-the-run"
+    assert seen["tmpdir"].startswith(str(tmp_path / "out" / "tmp"))  # the run's scratch space, as a cold step
+    assert "step output line" in log
+    assert (Path(summary["logs"]) / "warm-steps.log").exists()
+    assert not psutil.pid_exists(seen["pid"])
+
+
+def test_switched_off_every_step_starts_cold(tmp_path, monkeypatch, marker):
+    monkeypatch.setenv(warm_steps.ENV_SWITCH, "0")
+    summary, seen, _ = _run(tmp_path)
+    assert summary["error"] is None, summary  # (no lineage recorded: the step counts as not run, not failed)
+    assert "kfp.dsl.executor_main" in seen["parent"] or seen["parent"].startswith("sh")
+    assert not seen["tensorflow_imported"]
+    assert seen["marker"] == "from-the-run"
+
+
+# killed: kfp.local's shell reports 128 + 9, as for a cold step
+@pytest.mark.parametrize(("kwargs", "status"), [({"exit_code": 3}, "exit status 3"),
+                                                ({"kill": True}, "exit status 137")])
+def test_a_warm_step_ends_with_its_own_exit_status_or_signal(tmp_path, capsys, kwargs, status):
+    summary, seen, log = _run(tmp_path, **kwargs)
+    assert summary["error"], summary
+    assert "slipway.local.warm_steps" in seen["parent"]
+    assert "step output line" in log
+    out = capsys.readouterr().out
+    assert f"report           failed: {status} (the step printed no error)" in out, out
+
+
+def test_a_step_runs_cold_when_the_warm_process_is_gone(tmp_path, marker):
+    with warm_steps.started() as warm:
+        _wait_listening(warm)
+        for proc in psutil.Process().children():
+            if "slipway.local.warm_steps" in " ".join(proc.cmdline()):
+                proc.kill()
+                proc.wait(10)
+        summary, seen, log = _run(tmp_path, warm=warm)
+    assert summary["error"] is None, summary  # (no lineage recorded: the step counts as not run, not failed)
+    assert "(warm step process unavailable" in log
+    assert not seen["tensorflow_imported"]
+    assert seen["marker"] == "from-the-run"
+
+
+def _wait_listening(warm) -> None:
+    deadline = time.monotonic() + 30
+    while not os.path.exists(warm.socket):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def check_answer(value: str) -> None:
+    """A target for call(): fails in one line on "bad", says which process it ran in otherwise."""
+    import sys
+
+    if value == "bad":
+        raise ValueError("the value is bad")
+    if "tensorflow" not in sys.modules:
+        raise RuntimeError("tensorflow was not imported before the call")
+
+
+def test_a_call_runs_in_a_copy_after_the_modules_it_waits_for_and_reports_in_one_line():
+    with warm_steps.started() as warm:
+        assert warm is not None
+        target = f"{__name__}:check_answer"
+        assert call(warm.socket, target, ["good"], after=("tensorflow",)) == (True, "", "")
+        assert call(warm.socket, target, ["bad"], after=("tensorflow",)) == (False, "ValueError", "the value is bad")
+
+
+def _warm_process() -> psutil.Process:
+    return next(p for p in psutil.Process().children() if "slipway.local.warm_steps" in " ".join(p.cmdline()))
+
+
+def _gone(proc: psutil.Process) -> bool:
+    return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+
+
+def _client(warm, *args: str, **kwargs) -> psutil.Popen:
+    """step_client as kfp.local's shell starts it, in place of `python -m kfp.dsl.executor_main ARGS`."""
+    env = {**os.environ, "SLIPWAY_STEP_SERVER": warm.socket}
+    return psutil.Popen([sys.executable, "-m", "slipway.local.step_client", *args], env=env,
+                        preexec_fn=lifecycle.die_with_parent, **kwargs)
+
+
+def test_the_copy_runs_kfps_executor_with_the_tasks_arguments(tmp_path):
+    out = tmp_path / "out.log"
+    with warm_steps.started() as warm, open(out, "w") as stream:
+        assert _client(warm, "--help", stdout=stream, stderr=stream).wait(120) == 0
+    assert "--component_module_path" in out.read_text()  # kfp's executor's own usage, on the task's stdout
+
+
+def _hung_step(tmp_path: Path, warm) -> "tuple[psutil.Popen, psutil.Process]":
+    """A task whose component module never finishes importing (as a step hung in its work); its process and the
+    copy running it."""
+    ready = tmp_path / "ready"
+    module = tmp_path / "component.py"
+    module.write_text(f"import pathlib, time\npathlib.Path({str(ready)!r}).write_text('x')\ntime.sleep(300)\n")
+    client = _client(warm, "--component_module_path", str(module), "--executor_input", "{}",
+                     "--function_to_execute", "f")
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        assert client.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    copies = _warm_process().children()
+    assert len(copies) == 1
+    return client, copies[0]
+
+
+def test_sigterm_to_the_tasks_process_ends_the_step_by_sigterm(tmp_path):
+    with warm_steps.started() as warm:
+        client, copy = _hung_step(tmp_path, warm)
+        client.send_signal(signal.SIGTERM)
+        assert client.wait(30) == -signal.SIGTERM  # it ends as the step did, so kfp.local sees a step killed
+        assert _gone(copy)
+
+
+def test_stopping_the_warm_process_stops_the_steps_it_forked(tmp_path):
+    with warm_steps.started() as warm:
+        client, copy = _hung_step(tmp_path, warm)
+        zygote = _warm_process()
+    assert _gone(zygote)
+    copy.wait(10)  # the copy gets SIGTERM as its parent ends (PR_SET_PDEATHSIG)
+    assert client.wait(30) != 0
+    assert not os.path.exists(warm.socket)
