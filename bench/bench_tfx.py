@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from process_tree import watch_peak_rss
+from process_tree import Peak, watch_peak_rss
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -118,21 +118,21 @@ def wait_for_quiet(limit: float, threshold: float = 0.3, window: float = 5.0) ->
 
 
 def run_measured(command: list[str], cwd: Path, env: dict | None = None) -> tuple[subprocess.CompletedProcess, Usage,
-                                                                               float]:
-    """Run a command to its end; its output, Usage and the peak memory of its process tree (MiB)."""
+                                                                               Peak]:
+    """Run a command to its end; its output, Usage and the peak memory of its process tree (process_tree.Peak)."""
     with Usage() as usage:
         process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    text=True)
         peak = watch_peak_rss(process.pid)
         output = process.communicate()[0]
-    return subprocess.CompletedProcess(command, process.returncode, output), usage, peak.mib
+    return subprocess.CompletedProcess(command, process.returncode, output), usage, peak
 
 
 def run_slipway(source: Source, workdir: Path) -> dict:
     # What the `slipway` console script runs, with this interpreter (so the same start-up either way).
     command = [sys.executable, "-c", "import sys; from slipway.cli import main; sys.exit(main())", "run",
                "--workdir", str(workdir), "--baseline", "none", "--deploy", "push"]
-    done, usage, peak_mib = run_measured(command, source.root, source.env)
+    done, usage, peak = run_measured(command, source.root, source.env)
     summary_path = workdir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     if done.returncode != 0:
@@ -142,7 +142,8 @@ def run_slipway(source: Source, workdir: Path) -> dict:
     examples = json.loads((Path(summary["steps"]["ingest"]["outputs"]["examples"]) / "examples_meta.json").read_text())
     model = json.loads((Path(summary["model"]) / "model_meta.json").read_text())
     return {
-        "wall": usage.wall, "cpu": usage.cpu, "others": usage.others, "steps": steps, "peak_mib": peak_mib,
+        "wall": usage.wall, "cpu": usage.cpu, "others": usage.others, "steps": steps, "peak_mib": peak.mib,
+        "peak_pss_mib": peak.pss_mib,
         "inner_wall": summary["wall_seconds"], "startup": summary.get("startup_seconds", 0.0),
         "metrics": summary.get("metrics") or {}, "blessed": summary.get("blessed"),
         "train_steps": model["train_steps"], "eval_steps": examples["splits"]["eval"] // BATCH,
@@ -157,13 +158,14 @@ def run_tfx(python: Path, data: Path, workdir: Path, train_steps: int, eval_step
     command = [str(python), str(TFX_PIPELINE), "--data", str(data), "--workdir", str(workdir),
                "--result", str(result_file), "--train-steps", str(train_steps), "--eval-steps", str(eval_steps),
                "--taxi-module", str(source.taxi_module), "--schema", str(source.taxi_schema), "--no-transform-stats"]
-    done, usage, peak_mib = run_measured(command, ROOT)
+    done, usage, peak = run_measured(command, ROOT)
     if done.returncode != 0 or not result_file.exists():
         tail = "\n".join(done.stdout.strip().splitlines()[-20:])
         raise SystemExit(f"TFX pipeline failed (exit {done.returncode}):\n{tail}")
     result = json.loads(result_file.read_text())
     return {
-        "wall": usage.wall, "cpu": usage.cpu, "others": usage.others, "steps": result["steps"], "peak_mib": peak_mib,
+        "wall": usage.wall, "cpu": usage.cpu, "others": usage.others, "steps": result["steps"], "peak_mib": peak.mib,
+        "peak_pss_mib": peak.pss_mib,
         "components": result["components"], "mlmd": result["mlmd_components"],
         "imports": result["import_seconds"], "pipeline": result["pipeline_seconds"],
         "inner_wall": result["process_seconds"], "metrics": result["metrics"],
@@ -259,10 +261,13 @@ def rows(slipway_runs: list[dict], tfx_runs: list[dict]) -> list[tuple[str, str,
                 "process start to exit, measured by the bench"))
     a_cpu, b_cpu = s(lambda r: r["cpu"]), t(lambda r: r["cpu"])
     out.append(("CPU time (all processes of the run)", _cell(a_cpu), _cell(b_cpu), _ratio(a_cpu, b_cpu), ""))
-    if all("peak_mib" in run for run in slipway_runs + tfx_runs):
-        a_peak, b_peak = s(lambda r: r["peak_mib"]), t(lambda r: r["peak_mib"])
+    if all("peak_pss_mib" in run for run in slipway_runs + tfx_runs):
+        a_peak, b_peak = s(lambda r: r["peak_pss_mib"]), t(lambda r: r["peak_pss_mib"])
         out.append(("peak memory of the run's process tree, MiB", _cell(a_peak), _cell(b_peak),
-                    _ratio(a_peak, b_peak), "summed RSS of every process of the run, polled every 0.1 s"))
+                    _ratio(a_peak, b_peak), "summed PSS (a shared page counted once), polled every 0.1 s"))
+        a_peak, b_peak = s(lambda r: r["peak_mib"]), t(lambda r: r["peak_mib"])
+        out.append(("  the same as summed RSS, MiB", _cell(a_peak), _cell(b_peak), _ratio(a_peak, b_peak),
+                    "a page shared by the warm step process and a step counts twice here"))
     others = [run["others"] for run in slipway_runs + tfx_runs]
     out.append(("other processes on the machine during the runs, cores", f"{_median(others):.2f}", "", "",
                 f"range {min(others):.2f}-{max(others):.2f} over all {len(others)} runs"))
