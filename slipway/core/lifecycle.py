@@ -87,6 +87,18 @@ def _prctl(option: int, value: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
+def stop_process(process, grace_s: float = 10.0) -> None:
+    """SIGTERM a subprocess.Popen, SIGKILL it when it has not ended after grace_s; reaped either way."""
+    import subprocess
+
+    process.terminate()
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def die_with_parent() -> None:
     """preexec_fn: this child gets SIGTERM when the process that started it ends, even by SIGKILL (Linux)."""
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -10,6 +10,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from slipway.core import lifecycle
 from slipway.core.artifacts import EXAMPLES_META, SCHEMA_FILE, shard_name, split_dir, write_json
 
 
@@ -195,12 +196,7 @@ def beam_job_server(folder: str | os.PathLike, timeout_s: float = 120.0):
             time.sleep(0.1)
         yield f"localhost:{port_file.read_text().strip()}"
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        lifecycle.stop_process(process)
 
 
 @contextlib.contextmanager

@@ -290,12 +290,7 @@ def started() -> Iterator[WarmSteps | None]:
         try:
             yield warm if os.path.exists(warm.socket) else None
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            lifecycle.stop_process(process)
     finally:
         shutil.rmtree(warm.folder, ignore_errors=True)
 
