@@ -10,7 +10,8 @@ on to the copy, and it ends with the copy's exit status (or its signal), so kfp.
 process like any other. Where the warm process cannot take the step (gone, or it failed to start), the step runs
 cold here, as it would without it.
 
-This module imports only the standard library: it is the process every step starts with.
+This module imports little (the standard library and slipway.core.lifecycle): it is the process every step starts
+with.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import os
 import signal
 import socket
 import sys
+
+from slipway.core import lifecycle
 
 ENV_SOCKET = "SLIPWAY_STEP_SERVER"
 EXECUTOR_MODULE = "kfp.dsl.executor_main"
@@ -60,12 +63,12 @@ def _read_line(stream) -> dict | None:
 
 
 def _forward_signals(pid: int) -> None:
-    def forward(signum, _frame):
+    def forward(signum: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, forward)
+        lifecycle.install(signum, forward)
 
 
 def main(argv: list[str]) -> int:
@@ -90,7 +93,7 @@ def main(argv: list[str]) -> int:
         return 1
     if "signal" in ended:  # end as the copy did, so the shell and kfp.local see the same signal
         with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
-            signal.signal(ended["signal"], signal.SIG_DFL)
+            lifecycle.install(ended["signal"], signal.SIG_DFL)
         os.kill(os.getpid(), ended["signal"])
     return int(ended["exit"])
 

@@ -92,7 +92,7 @@ class StepServer:
         self.imported_all = False
         self.stopping = False
 
-    def stop(self, _signum=None, _frame=None) -> None:
+    def stop(self, _signum: signal.Signals | None = None) -> None:
         self.stopping = True
 
     def serve(self) -> dict | None:
@@ -147,8 +147,8 @@ class StepServer:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the copy is a step: SIGTERM ends it, Ctrl-C interrupts it
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            lifecycle.install(signal.SIGTERM, signal.SIG_DFL)  # the copy is a step: SIGTERM ends it, Ctrl-C
+            lifecycle.install(signal.SIGINT, signal.default_int_handler)  # interrupts it
             self.selector.close()
             self.listener.close()
             for other in self.running.values():
@@ -230,7 +230,7 @@ def main(argv: list[str]) -> int:
     """python -m slipway.local.warm_steps SOCKET: listen at once, import (serving steps between modules), then serve
     until SIGTERM. Until the imports are done SIGTERM ends it at once (a run refused up front stops it so)."""
     lifecycle.die_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this with SIGTERM
+    lifecycle.install(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this with SIGTERM
     path = argv[0]
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".new")
@@ -249,7 +249,7 @@ def main(argv: list[str]) -> int:
     if request is None:
         print(f"warm step process: everything imported in {time.perf_counter() - started:.1f} s", flush=True)
         server.imported_all = True
-        signal.signal(signal.SIGTERM, server.stop)
+        lifecycle.install(signal.SIGTERM, server.stop)
         request = server.serve()
     if request is None:
         listener.close()
