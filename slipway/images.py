@@ -48,7 +48,8 @@ class ImageRecipe:
 
 RECIPES = {
     "runtime": ImageRecipe("runtime", "images/runtime/Dockerfile",
-                           ("requirements.lock", "images/runtime/requirements.lock", ".ci/horovod-wheel")),
+                           ("requirements.lock", "images/runtime/requirements.lock", ".ci/horovod-wheel",
+                            "images/runtime/prune.txt", "images/runtime/prune.sh")),
     "trainer": ImageRecipe("trainer", "images/trainer/Dockerfile", (), from_runtime=True),
     "serving": ImageRecipe("serving", "images/serving/Dockerfile",
                            ("requirements.lock", "images/serving/requirements.lock")),

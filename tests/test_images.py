@@ -88,6 +88,24 @@ def test_runtime_image_has_no_compilers_and_runs_as_non_root(built):
             == str(IMAGE_USER)
 
 
+def test_runtime_image_is_pruned_and_still_imports_everything_the_steps_import(built):
+    """images/runtime/prune.sh removed the distributions in prune.txt, the tests/ folders and the debug symbols,
+    and every module slipway's code imports anywhere (the steps' executors import TFMA, Beam's filesystems and
+    Horovod inside functions), the libraries the steps hand work to, Beam's gs:// and s3:// and tf.io.gfile's s3://
+    still import and resolve in the image (tests/image_imports.py, run in it as a step runs)."""
+    from tests.test_image_prune import pruned_distributions
+
+    script = ROOT / "tests" / "image_imports.py"
+    result = podman("run", "--rm", "--read-only", "--network=none", "-v", f"{script}:/opt/check/{script.name}:ro",
+                    built.ref("runtime"), "python", f"/opt/check/{script.name}", *pruned_distributions())
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report.pop("modules_checked") > 300  # the walk found slipway's imports, not an empty tree
+    assert report == {"import_failures": [], "filesystem_failures": [], "pruned_still_installed": [],
+                      "tests_folders": [], "debug_symbols": []}
+    size = int(podman("image", "inspect", "--format", "{{.Size}}", built.ref("runtime")).stdout)
+    assert size < 3 * 10**9  # uncompressed, as podman counts (bench/RESULTS.md, "Runtime image under 3 GB")
+
+
 PEM = re.compile(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", re.S)
 
 

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# What no pipeline step uses, removed from the runtime image's Python environment. images/runtime/Dockerfile runs
+# it in the environment stage, in the same RUN that installs /opt/venv: a later layer would only hide the files.
+#   usage: prune.sh VENV PRUNE_LIST UV BINUTILS
+# BINUTILS: a folder with readelf and strip and their libraries, copied from the builder stage (the environment
+# has no binutils). tests/test_images.py checks the result, and that every module a step imports still imports.
+set -euo pipefail
+venv="$1" list="$2" uv="$3" tools="$4"
+site="$venv/lib/python3.11/site-packages"
+binutils() { LD_LIBRARY_PATH="$tools" "$tools/$1" "${@:2}"; }
+
+# The distributions in the list: locked because the TFX libraries declare them, never imported by a step.
+"$uv" pip uninstall --quiet --python "$venv/bin/python" -r "$list"
+# TensorFlow's C++ headers (420 MB): only a build reads them, and Horovod is built in the builder stage.
+rm -rf "$site/tensorflow/include"
+# The test suites that packages ship beside their code: no package imports its own tests/ at run time.
+find "$site" -depth -type d -name tests -exec rm -rf {} +
+# Debug symbols (--strip-debug keeps the symbol tables: tracebacks, dlsym and profilers see the same names), in
+# the shared objects that have them only, so no other file is rewritten. Never the libraries auditwheel grafted
+# into `<dist>.libs/` folders: patchelf has moved their load segments, and strip's rewrite leaves them unloadable
+# (measured: scipy's OpenBLAS, and with it scipy, sklearn and TFMA's metrics, failed to import).
+find "$venv" -type f \( -name '*.so' -o -name '*.so.*' \) -not -path '*.libs/*' -print0 |
+    while IFS= read -r -d '' library; do
+        sections="$(binutils readelf -S -W "$library" 2>/dev/null || true)"
+        if [[ $sections == *" .debug_"* ]]; then
+            binutils strip --strip-debug "$library"
+        fi
+    done
