@@ -1,7 +1,7 @@
 """Benchmark the model server (slipway.serving.server) on loopback against a direct in-process SavedModel call.
 
     .venv/bin/python bench/bench_serving.py [--model-base BASE] [--seconds S] [--repeat N] [--workers N]
-        [--load-generator auto|wrk|python] [--write-results]
+        [--no-fast-path] [--tf-threads N] [--load-generator auto|wrk|python] [--write-results]
 
 Trains the synthetic model (about a minute) unless --model-base names a model base, starts the server in the
 serving environment, and sends one-row V1 predict requests ({"instances": [{"b64": <tf.Example>}]}) from 1 and
@@ -12,8 +12,10 @@ Python one at most --requests or --seconds. Every level runs --repeat times on t
 clients, the HTTP stack alone, then again); the table gives medians and ranges. Over each run /proc gives the
 server's CPU time (its event-loop thread, and the rest: TensorFlow's threads), the load generator's, and what
 other processes on the machine used. With --workers N the server runs N processes on the port (its --workers) and
-the server's CPU is theirs together. The direct call is the same SavedModel's serving_default on the same rows in
-this process (same TensorFlow), one row per call.
+the server's CPU is theirs together; with --no-fast-path every request goes through kserve's FastAPI routes (the
+server's --no-fast-path: how it answered before its V1 fast path); --tf-threads is the server's (0: TensorFlow's
+own choice, as before the server set it). The direct call is the same SavedModel's serving_default on the same
+rows in this process (same TensorFlow), one row per call.
 
 Targets: p99 overhead over the direct call <= 2 ms at 1 client; 8 clients >= 4x the 1-client requests/s.
 """
@@ -395,6 +397,10 @@ def main() -> None:
                              "and run again one they disturbed (0: neither)")
     parser.add_argument("--wrk-threads", type=int, default=2, help="wrk threads (at most one per connection)")
     parser.add_argument("--workers", type=int, default=1, help="server processes on the port (the server's --workers)")
+    parser.add_argument("--no-fast-path", dest="fast_path", action="store_false",
+                        help="the server's --no-fast-path: every request through kserve's FastAPI routes")
+    parser.add_argument("--tf-threads", type=int, default=None,
+                        help="the server's --tf-threads (default: the server's default)")
     parser.add_argument("--write-results", action="store_true", help=f"append the table to {RESULTS.name}")
     args = parser.parse_args()
     from slipway.serving import layout, process, testing
@@ -412,7 +418,8 @@ def main() -> None:
     base = args.model_base or make_base(workdir)
     version = layout.latest_version(base)
     rows = testing.serialized_examples(testing.ROWS)
-    server = process.start_server(base, NAME, log_file=str(workdir / "server.log"), workers=args.workers)
+    server = process.start_server(base, NAME, log_file=str(workdir / "server.log"), workers=args.workers,
+                                  fast_path=args.fast_path, tf_threads=args.tf_threads)
 
     def run(requests: list[bytes], clients: int) -> dict:
         with CpuMeter(server.pid) as meter:
@@ -460,7 +467,9 @@ def main() -> None:
             break
     header = (f"## {time.strftime('%Y-%m-%d')} — model server (KServe {_kserve_version()}, V1 one-row predict, "
               f"loopback, {'wrk' if wrk else 'Python clients'}, {args.workers} server process"
-              f"{'es' if args.workers > 1 else ''}), {platform.machine()}, {_cores()} cores")
+              f"{'es' if args.workers > 1 else ''}{'' if args.fast_path else ', --no-fast-path'}"
+              f"{'' if args.tf_threads is None else f', --tf-threads {args.tf_threads}'}), "
+              f"{platform.machine()}, {_cores()} cores")
     emit(header, table_rows(generator, direct_run, levels, _cores()), args.write_results)
 
 

@@ -1,5 +1,6 @@
 """kserve's REST server, adjusted (runs in the serving environment, .venv-serving): TF Serving's metadata route,
-its JSON (NaN and Infinity) and V2 binary bodies as sent, quiet one-line errors and no per-request log lines."""
+its JSON (NaN and Infinity) and V2 binary bodies as sent, quiet one-line errors, no per-request log lines unless
+asked for, and plain V1 predicts the short way (fastpath.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from kserve.protocol.dataplane import DataPlane
 from kserve.protocol.model_repository_extension import ModelRepositoryExtension
 from kserve.protocol.rest.server import RESTServer
 
+from slipway.serving.fastpath import OneWriteHttpToolsProtocol, V1PredictFastPath
 from slipway.serving.model import SavedModelServer
 from slipway.serving.protocol import parse_json, v2_binary_request
 from slipway.serving.savedmodel import one_line
@@ -41,11 +43,17 @@ class _DataPlane(DataPlane):
                 "versions": [str(model.version)] if model.version is not None else []}
 
 
-def _quiet(status: int):
-    async def handler(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(status_code=status, content={"error": one_line(str(exc))})
+_STATUS = {InvalidInput: 400, ModelNotFound: 404, ModelNotReady: 503}
 
-    return handler
+
+def error_response(exc: Exception) -> JSONResponse:
+    """A bad request's answer (kserve would log a traceback for every 4xx and 503): its status, one line of why."""
+    status = next(code for kind, code in _STATUS.items() if isinstance(exc, kind))
+    return JSONResponse(status_code=status, content={"error": one_line(str(exc))})
+
+
+async def _quiet(request: Request, exc: Exception) -> JSONResponse:
+    return error_response(exc)
 
 
 async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -56,10 +64,20 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
 
 
 class _RESTServer(RESTServer):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, model: SavedModelServer, fast_path: bool = True, access_log: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
+        self.model, self.fast_path = model, fast_path
         self.config.loop = "uvloop"  # kserve asks for asyncio's loop; uvloop answers sooner
-        self.config.access_log = False
+        self.config.access_log = access_log  # uvicorn's line per request: off unless asked for (--access-log)
+        if fast_path:
+            self.config.http = OneWriteHttpToolsProtocol
+
+    def create_application(self) -> None:
+        super().create_application()
+        if self.fast_path:
+            from kserve import model_server
+
+            self.config.app = V1PredictFastPath(model_server.app, self.model, tuple(_STATUS), error_response)
 
     def _add_middlewares(self, app: FastAPI) -> None:
         pass  # kserve's TimingMiddleware logs a line per request
@@ -67,12 +85,14 @@ class _RESTServer(RESTServer):
     def _add_exception_handlers(self, app: FastAPI) -> None:
         super()._add_exception_handlers(app)
         # kserve logs a traceback for every 4xx and 503; a bad request is the client's business, not the log's.
-        for exc_type, status in ((InvalidInput, 400), (ModelNotFound, 404), (ModelNotReady, 503)):
-            app.add_exception_handler(exc_type, _quiet(status))
+        for exc_type in _STATUS:
+            app.add_exception_handler(exc_type, _quiet)
         app.add_exception_handler(RequestValidationError, _validation_error)
 
 
-def build_server(model: SavedModelServer) -> _RESTServer:
+def build_server(model: SavedModelServer, fast_path: bool = True, access_log: bool = False) -> _RESTServer:
+    """kserve's REST server for the model; fast_path: plain V1 predicts the short way and one write per response
+    (fastpath.py); access_log: uvicorn's line per request on stderr."""
     from kserve import model_server  # the module-level FastAPI app kserve's REST server serves
 
     repository = ModelRepository()
@@ -86,4 +106,5 @@ def build_server(model: SavedModelServer) -> _RESTServer:
 
     model_server.app.add_api_route("/v1/models/{model_name}/metadata", metadata, methods=["GET"])
     return _RESTServer(FASTAPI_APP_IMPORT_STRING, dataplane, ModelRepositoryExtension(model_registry=repository),
-                       http_port=0, grace_period=GRACE_SECONDS)
+                       http_port=0, grace_period=GRACE_SECONDS, model=model, fast_path=fast_path,
+                       access_log=access_log)

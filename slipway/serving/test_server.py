@@ -218,6 +218,28 @@ def test_base_without_versions_exits_2_with_one_line(tmp_path):
     assert result.stderr.strip().splitlines() == [f"serve: model folder {tmp_path / 'nothing'}: no such folder"]
 
 
+TF_THREADS_CHECK = """
+import os
+from slipway.serving.server import parse_args
+cores = len(os.sched_getaffinity(0))
+base = ["--model-base", "b", "--name", "m"]
+assert parse_args(base).tf_threads == cores
+assert parse_args([*base, "--workers", "2"]).tf_threads == max(1, cores // 2)
+assert parse_args([*base, "--workers", str(cores + 1)]).tf_threads == 1
+assert parse_args([*base, "--workers", "2", "--tf-threads", "0"]).tf_threads == 0
+print("tf threads ok")
+"""
+
+
+def test_tf_threads_divide_the_cores_among_the_workers(tmp_path):
+    result = subprocess.run([process.serving_python(), "-c", TF_THREADS_CHECK], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and "tf threads ok" in result.stdout, result.stderr[-2000:]
+    bad = subprocess.run([*_serve_command(str(tmp_path), 0), "--tf-threads", "-1"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and "--tf-threads -1: 0 (TensorFlow's choice) or more" in bad.stderr
+
+
 def test_restart_after_sigkill_binds_the_same_port_and_sigterm_exits_0(tmp_path, serving_model):
     base, _ = testing.make_model_base(tmp_path, serving_model)
     first = process.start_server(base, NAME, log_file=str(tmp_path / "first.log"))
