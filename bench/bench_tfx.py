@@ -251,7 +251,7 @@ def rows(slipway_runs: list[dict], tfx_runs: list[dict]) -> list[tuple[str, str,
     out.append(("outside the steps", _cell(a_out), _cell(b_out), _ratio(a_out, b_out),
                 "end to end minus the steps"))
     out.append(("  of which TFX's imports (once, in its one process)", "-", _cell(t(lambda r: r["imports"])), "",
-                "Slipway imports inside each step's own process: counted in step time"))
+                "Slipway's warm step process imports while the CLI checks: outside the steps"))
     out.append(("  of which pipeline compile + module wheels", "-", _cell(t(lambda r: r["pipeline"])), "",
                 "TFX packages the module file per component at run start"))
     out.append(("  of which interpreter start and teardown", "-", _cell(t(lambda r: r["wall"] - r["inner_wall"])),
@@ -264,7 +264,7 @@ def rows(slipway_runs: list[dict], tfx_runs: list[dict]) -> list[tuple[str, str,
     if all("peak_pss_mib" in run for run in slipway_runs + tfx_runs):
         a_peak, b_peak = s(lambda r: r["peak_pss_mib"]), t(lambda r: r["peak_pss_mib"])
         out.append(("peak memory of the run's process tree, MiB", _cell(a_peak), _cell(b_peak),
-                    _ratio(a_peak, b_peak), "summed PSS (a shared page counted once), polled every 0.1 s"))
+                    _ratio(a_peak, b_peak), "summed PSS (a shared page counted once), polled every 0.3 s"))
         a_peak, b_peak = s(lambda r: r["peak_mib"]), t(lambda r: r["peak_mib"])
         out.append(("  the same as summed RSS, MiB", _cell(a_peak), _cell(b_peak), _ratio(a_peak, b_peak),
                     "a page shared by the warm step process and a step counts twice here"))
@@ -296,11 +296,11 @@ HOW_TO_READ = """How to read it: each round runs both pipelines on the taxi samp
 alternating order; cells are medians over the rounds, the range in brackets; ratio is Slipway's time over TFX's in
 each round, median and range over the rounds (below 1: Slipway is faster; pairing the runs of a round cancels most
 of the shared machine's drift, which moves whole rounds). Slipway's step seconds come from summary.json (measured
-inside each step's own process, from the start of the component body: they include importing TensorFlow and the TFX
-libraries in that fresh process); TFX's are wall time around each component's launch in its one LocalDagRunner
-process (driver, executor, publishing; the MLMD execution records agree within tens of milliseconds), where TFX and
-its libraries were imported once before the first component. So a step row compares a cold Slipway step with a warm
-TFX component, and TFX's one-time imports sit in its "outside the steps". Training is matched (same epochs, steps,
+inside each step's process, from the start of the component body); each step is a copy forked from the run's warm
+step process, which imported kfp, TensorFlow and the TFX libraries once while the CLI checked its flags and module
+(slipway/local/warm_steps.py), as TFX imports them once in its process. TFX's are wall time around each component's
+launch in its one LocalDagRunner process (driver, executor, publishing; the MLMD execution records agree within tens
+of milliseconds). Both sides' one-time imports sit in "outside the steps". Training is matched (same epochs, steps,
 batch, validation steps, seed, and the same features and Keras layers: the TFX module calls Slipway's taxi module);
 TFX feeds it through its own TFXIO input pipeline and exports its own serving signature. Beam runs in process on
 one worker on both sides (`--direct_running_mode=in_memory --direct_num_workers=1`). Slipway's run pushes the model

@@ -17,6 +17,7 @@ SLIPWAY_WARM_STEPS=0 turns it off (every step cold, as on a cluster, where each 
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -145,10 +146,14 @@ class StepServer:
     def _fork(self, conn: socket.socket, request: dict) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
+        # The imported modules' objects out of the collector's reach: a copy's collections would otherwise write
+        # to every page holding them (its GC headers), turning pages it shares with this process into its own.
+        gc.freeze()
         pid = os.fork()
         if pid == 0:
             lifecycle.install(signal.SIGTERM, signal.SIG_DFL)  # the copy is a step: SIGTERM ends it, Ctrl-C
             lifecycle.install(signal.SIGINT, signal.default_int_handler)  # interrupts it
+            gc.enable()
             self.selector.close()
             self.listener.close()
             for other in self.running.values():
@@ -231,6 +236,7 @@ def main(argv: list[str]) -> int:
     until SIGTERM. Until the imports are done SIGTERM ends it at once (a run refused up front stops it so)."""
     lifecycle.die_with_parent()
     lifecycle.install(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this with SIGTERM
+    gc.disable()  # imports make few cycles; collections during them only spread the objects the copies will share
     path = argv[0]
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path + ".new")
