@@ -2,11 +2,11 @@
 
 A cold step process spends seconds importing before it does anything (kfp with the Kubernetes client, TensorFlow,
 TFDV, TFT, TFMA, Beam: about 12 s on two cores, most of a small step's time), and every step of a run imports the
-same. `slipway run` starts this process once, beside its first step (a Unix socket in the run's scratch folder);
-it imports those libraries and then forks one copy per step (slipway.local.step_client hands over the task's
-arguments, environment and standard streams). A copy is the step process: it runs kfp's executor as
-`python -m kfp.dsl.executor_main` would, ends the same way, and the TFX libraries it finds imported are the ones
-it would have imported. What is not shared: nothing a step does reaches the warm process or the next step.
+same. `slipway run` starts this process once, before it checks its flags and the module file (a Unix socket in a
+folder of its own); it imports those libraries meanwhile and then forks one copy per step (slipway.local.step_client
+hands over the task's arguments, environment and standard streams). A copy is the step process: it runs kfp's
+executor as `python -m kfp.dsl.executor_main` would, ends the same way, and the TFX libraries it finds imported are
+the ones it would have imported. What is not shared: nothing a step does reaches the warm process or the next step.
 
 What the fork needs: no thread may be running that a copy would need (importing these libraries starts none that
 does: TensorFlow's thread pools start with its first operation, which only a step runs); per-process state a
@@ -158,6 +158,10 @@ class StepServer:
             self.listener.close()
             for other in self.running.values():
                 other.close()
+            for other, waiting in self.waiting:  # another step's streams held here would keep its pipes open
+                other.close()
+                for fd in waiting["fds"]:
+                    os.close(fd)
             request["conn"] = conn
             return 0
         for fd in request["fds"]:
