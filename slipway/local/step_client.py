@@ -36,12 +36,15 @@ def request(argv: list[str], **more) -> bytes:
 
 def call(socket_path: str, target: str, args: list, after: tuple[str, ...] = ()) -> tuple[bool, str, str]:
     """target ("module:function") called with args in a copy of the warm process, once it has imported the modules
-    named in after; what lifecycle.call_in_fork returns. Raises OSError when the warm process cannot take it."""
+    named in after; what lifecycle.call_in_fork returns. Raises OSError when the warm process cannot take it (gone,
+    or it ends before forking the copy)."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(socket_path)
         socket.send_fds(conn, [request([], call=target, args=args, after=list(after))], [0, 1, 2])
         answers = conn.makefile("r", encoding="utf-8")
         lines = [json.loads(line) for line in answers]
+    if not any("pid" in line for line in lines):
+        raise OSError(f"{socket_path}: the warm step process ended before taking the call")
     report = next((line for line in lines if "report" in line), None)
     if report is None:
         ended = lines[-1] if lines else {}

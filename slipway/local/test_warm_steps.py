@@ -195,3 +195,13 @@ def test_stopping_the_warm_process_stops_the_steps_it_forked(tmp_path):
     copy.wait(10)  # the copy gets SIGTERM as its parent ends (PR_SET_PDEATHSIG)
     assert client.wait(30) != 0
     assert not os.path.exists(warm.socket)
+
+
+def test_a_call_the_warm_process_cannot_take_raises_oserror_for_the_caller_to_fall_back():
+    with warm_steps.started() as warm:
+        _wait_listening(warm)
+        zygote = _warm_process()
+        zygote.kill()
+        zygote.wait(10)
+        with pytest.raises(OSError):  # run_request then checks the module in a fork of the CLI instead
+            call(warm.socket, f"{__name__}:check_answer", ["good"])
