@@ -29,8 +29,15 @@ def new_run_id(pipeline: str) -> str:
     return f"{pipeline}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
 
 
-def prepare_environment(scratch: Path, lineage_uri: str, run_id: str, pipeline: str) -> None:
-    """Environment the component processes inherit: lineage store, run context, scratch space, our python."""
+# What prepare_environment sets or clears in this process's environment (run_local puts it back when the run ends).
+RUN_ENVIRONMENT = (lineage.ENV_STORE, lineage.ENV_RUN_ID, lineage.ENV_PIPELINE, lineage.ENV_MLFLOW_RUN,
+                   "TMPDIR", "PATH")
+
+
+def prepare_environment(scratch: Path, lineage_uri: str, run_id: str, pipeline: str) -> dict[str, str | None]:
+    """Environment the component processes inherit: lineage store, run context, scratch space, our python. Returns
+    the values it replaced (None: unset), for restore_environment."""
+    previous = {name: os.environ.get(name) for name in RUN_ENVIRONMENT}
     scratch.mkdir(parents=True, exist_ok=True)
     os.environ[lineage.ENV_STORE] = lineage_uri
     os.environ[lineage.ENV_RUN_ID] = run_id
@@ -42,6 +49,17 @@ def prepare_environment(scratch: Path, lineage_uri: str, run_id: str, pipeline: 
     bin_dir = str(Path(sys.executable).parent)
     if os.environ.get("PATH", "").split(os.pathsep)[0] != bin_dir:
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+    return previous
+
+
+def restore_environment(previous: dict[str, str | None]) -> None:
+    """Put back what prepare_environment changed: a caller that goes on (a test, a notebook) keeps no TMPDIR
+    naming the scratch folder the run removed."""
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLike, lineage_uri: str = "",
@@ -63,7 +81,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
     run_id = new_run_id(pipeline)
     lineage_uri = lineage_uri or lineage.sqlite_uri(root / "metadata.sqlite")
     scratch = scratch_space(root, run_id)
-    prepare_environment(scratch, lineage_uri, run_id, pipeline)
+    previous = prepare_environment(scratch, lineage_uri, run_id, pipeline)
     logs = root / "logs" / run_id
     logs.mkdir(parents=True, exist_ok=True)
     console_module.prune_run_logs(logs.parent)
@@ -76,6 +94,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
                                                           verbose, warm)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        restore_environment(previous)
     wall = time.time() - started
     tasks = [task.replace("-", "_") for task in pipeline_func.pipeline_spec.root.dag.tasks]  # KFP dashes names
     expected = [name for name in COMPONENTS if name in tasks] + [name for name in tasks if name not in COMPONENTS]

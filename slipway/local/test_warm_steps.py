@@ -54,7 +54,9 @@ def _pipeline(path: str, exit_code: int = 0, kill: bool = False):
 
 def _run(tmp_path: Path, warm=None, **kwargs) -> "tuple[dict, dict, str]":
     seen_path = tmp_path / "seen.json"
+    before = dict(os.environ)
     summary = run_local(_pipeline(str(seen_path), **kwargs), {}, tmp_path / "out", warm=warm)
+    assert dict(os.environ) == before  # the run's TMPDIR (removed with it) and context do not outlive it here
     seen = json.loads(seen_path.read_text()) if seen_path.exists() else {}
     log = (Path(summary["logs"]) / "report.log").read_text()
     return summary, seen, log
