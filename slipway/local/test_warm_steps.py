@@ -106,10 +106,9 @@ def test_a_warm_step_ends_with_its_own_exit_status_or_signal(tmp_path, capsys, k
 def test_a_step_runs_cold_when_the_warm_process_is_gone(tmp_path, marker):
     with warm_steps.started() as warm:
         _wait_listening(warm)
-        for proc in psutil.Process().children():
-            if "slipway.local.warm_steps" in " ".join(proc.cmdline()):
-                proc.kill()
-                proc.wait(10)
+        zygote = _warm_process()
+        zygote.kill()
+        zygote.wait(10)
         summary, seen, log = _run(tmp_path, warm=warm)
     assert summary["error"] is None, summary  # (no lineage recorded: the step counts as not run, not failed)
     assert "(warm step process unavailable" in log

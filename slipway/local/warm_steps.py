@@ -191,14 +191,19 @@ class StepServer:
             conn.close()
 
 
+def _take_streams(request: dict) -> None:
+    """The task's stdin, stdout and stderr (the descriptors its request carried) as this copy's 0, 1 and 2."""
+    for target, fd in enumerate(request["fds"]):
+        os.dup2(fd, target)
+        os.close(fd)
+
+
 def become_step(request: dict) -> None:
     """In the forked copy: take the task's streams, folder and environment, then run kfp's executor as __main__."""
     import runpy
 
     lifecycle.die_with_parent()  # the warm process ends with the run; so does a step it forked
-    for target, fd in enumerate(request["fds"]):
-        os.dup2(fd, target)
-        os.close(fd)
+    _take_streams(request)
     request["conn"].close()
     for stream in (sys.stdout, sys.stderr):
         stream.reconfigure(line_buffering=True)  # the console reads progress lines as they come
@@ -218,9 +223,7 @@ def become_call(request: dict) -> None:
     """In a forked copy: call request["call"] ("module:function") with its args; report on the connection, end."""
     conn, report, status = request["conn"], "", 0
     try:
-        for target, fd in enumerate(request["fds"]):
-            os.dup2(fd, target)
-            os.close(fd)
+        _take_streams(request)
         os.chdir(request["cwd"])
         module, _, function = request["call"].partition(":")
         getattr(importlib.import_module(module), function)(*request["args"])
