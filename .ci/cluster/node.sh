@@ -242,17 +242,26 @@ EOF
     wait_for "default service account" 60 kubectl_admin -n default get serviceaccount default
 }
 
-stop_daemon() {
-    local name="$1" pid
-    [ -f "$RUN/$name.pid" ] || return 0
-    pid="$(cat "$RUN/$name.pid")"
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-        local deadline=$((SECONDS + 10))
-        while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
-        kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-    fi
-    rm -f "$RUN/$name.pid"
+stop_daemons() {  # stop_daemons NAME...: SIGTERM to each one's process group at once, SIGKILL to whatever is left
+    # after one 10 s grace they share (one at a time, every daemon slow to stop cost its own 10 s: a minute in all)
+    local name pid pids=() deadline
+    for name in "$@"; do
+        [ -f "$RUN/$name.pid" ] || continue
+        pid="$(cat "$RUN/$name.pid")"
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+            pids+=("$pid")
+        fi
+    done
+    deadline=$((SECONDS + 10))
+    while [ ${#pids[@]} -gt 0 ] && [ "$SECONDS" -lt "$deadline" ]; do
+        local alive=()
+        for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive+=("$pid"); done
+        pids=("${alive[@]}")
+        [ ${#pids[@]} -gt 0 ] && sleep 0.2
+    done
+    for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; done
+    for name in "$@"; do rm -f "$RUN/$name.pid"; done
 }
 
 clean_containers() {
