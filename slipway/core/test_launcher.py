@@ -98,7 +98,7 @@ def test_success_creates_once_and_writes_the_reference_before_the_first_poll(tmp
     assert saved == MPIJOB.ref("ml", "train-abc", final["metadata"]["uid"])
     assert MPIJOB.decide(final)[0] == launcher.SUCCEEDED
     assert final["status"]["completionTime"] == "2026-07-10T09:31:55Z"
-    assert clock.sleeps == [5.0, 7.5, 11.25, 16.875]  # one read per status step, backoff 5 s x 1.5
+    assert clock.sleeps == [2.0, 3.0, 4.5, 6.75]  # one read per status step, backoff 2 s x 1.5
     assert list(ref_file.parent.iterdir()) == [ref_file]  # atomic write left no temporary behind
 
 
@@ -377,7 +377,7 @@ def test_reference_round_trip_and_a_corrupt_file_is_ignored(tmp_path):
 
 def test_backoff_grows_by_the_factor_up_to_the_cap():
     delays = Poll().delays()
-    assert [round(next(delays), 3) for _ in range(8)] == [5.0, 7.5, 11.25, 16.875, 25.312, 30.0, 30.0, 30.0]
+    assert [round(next(delays), 3) for _ in range(8)] == [2.0, 3.0, 4.5, 6.75, 10.0, 10.0, 10.0, 10.0]
 
 
 def test_testdata_statuses_are_valid_mpijob_status_objects():

@@ -33,7 +33,7 @@ from slipway.delivery.package import (
 
 POLL_FIRST_S = 2.0  # --wait: first pause between polls, growing by POLL_GROWTH up to POLL_MAX_S
 POLL_GROWTH = 1.5
-POLL_MAX_S = 30.0
+POLL_MAX_S = 10.0  # the KFP SDK polls a run every 5 s: a run is seen ended at most 10 s after it ends
 POLL_FAILURES = 5  # consecutive failed polls (server restarts, network blips) before --wait gives up
 FINAL_STATES = {"SUCCEEDED", "FAILED", "CANCELED", "SKIPPED"}
 MAX_CONCURRENCY = (1, 10)  # the range the API server accepts (api_converter.go)
