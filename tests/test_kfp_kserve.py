@@ -191,10 +191,10 @@ def test_deploy_canary_promote_and_rollback_through_the_real_kserve_controller(k
         assert versions[0] == "1" and versions[-1] == "2" and sorted(versions) == versions  # 1 then 2, never back
 
         mark = len(load.records())
-        state, log, timings["version 3 rolled back"] = _deploy(kfp, 0.02, memory="64Mi", timeout_s=90)
+        state, log, timings["version 3 rolled back"] = _deploy(kfp, 0.02, memory="64Mi", timeout_s=45)
         assert state == "FAILED"
         failed = [line for line in log.splitlines() if line.startswith("[slipway] deploy failed")]
-        assert failed and "not Ready within 90 s" in failed[-1], log[-3000:]
+        assert failed and "not Ready within 45 s" in failed[-1], log[-3000:]
         # the predictor's log is empty (killed while importing TensorFlow): its container's state says why
         assert "OOMKilled" in failed[-1] and failed[-1].endswith("rolled back to the previous spec"), failed[-1]
         _wait(lambda: _deployments(kfp) == {f"{NAME}-predictor": "2"}, 180, "the previous spec's pods only")
