@@ -101,7 +101,9 @@ def _stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)  # weed's own process group (start_new_session)
         try:
-            process.wait(timeout=20)
+            # weed takes 10 s to end on SIGTERM (its servers' shutdown grace); nothing of this throwaway server is
+            # kept, so it gets 2
+            process.wait(timeout=2)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
