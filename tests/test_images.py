@@ -156,9 +156,13 @@ def in_image_run(built, pulled_runtime, empty_store, tmp_path_factory) -> tuple[
     workdir = tmp_path_factory.mktemp("in-image") / "out"
     workdir.mkdir()
     os.chown(workdir, IMAGE_USER, IMAGE_USER)  # the image's user writes the outputs, as fsGroup does in a pod
+    # The worked example's search with two trials at once (it has four, two at a time): trials as processes in the
+    # tune step's container are what this run shows, and two of them show it
+    search = (ROOT / "pipelines" / "modules" / "taxi_search.yaml").read_text()
+    assert "maxTrialCount: 4\n" in search
+    (workdir.parent / "search.yaml").write_text(search.replace("maxTrialCount: 4\n", "maxTrialCount: 2\n"))
     result = slipway("run", "--runner", "podman", "--workdir", str(workdir),
-                     "--tune", str(ROOT / "pipelines" / "modules" / "taxi_search.yaml"), "--trial-hparams",
-                     '{"epochs": 1}',
+                     "--tune", str(workdir.parent / "search.yaml"), "--trial-hparams", '{"epochs": 1}',
                      env={"SLIPWAY_IMAGE_DIGESTS": str(built.digests_file), **empty_store})
     summary = json.loads((workdir / "summary.json").read_text())
     assert result.returncode == 0, f"{summary.get('error')}\n{result.stdout[-3000:]}\n{result.stderr[-2000:]}"
