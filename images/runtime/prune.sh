@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # What no pipeline step uses, removed from the runtime image's Python environment. images/runtime/Dockerfile runs
-# it in the environment stage, in the same RUN that installs /opt/venv: a later layer would only hide the files.
-#   usage: prune.sh VENV PRUNE_LIST UV BINUTILS
-# BINUTILS: a folder with readelf and strip and their libraries, copied from the builder stage (the environment
-# has no binutils). tests/test_images.py checks the result, and that every module a step imports still imports.
+# it in the builder stage, in the same RUN that installs /opt/venv (the environment stage copies the result).
+#   usage: prune.sh VENV PRUNE_LIST UV
+# readelf and strip come from binutils (the builder has them, with the compilers). tests/test_images.py checks the
+# result, and that every module a step imports still imports.
 set -euo pipefail
-venv="$1" list="$2" uv="$3" tools="$4"
+venv="$1" list="$2" uv="$3"
 site="$venv/lib/python3.11/site-packages"
-binutils() { LD_LIBRARY_PATH="$tools" "$tools/$1" "${@:2}"; }
 
 # The distributions in the list: locked because the TFX libraries declare them, never imported by a step.
 "$uv" pip uninstall --quiet --python "$venv/bin/python" -r "$list"
@@ -21,8 +20,8 @@ find "$site" -depth -type d -name tests -exec rm -rf {} +
 # (measured: scipy's OpenBLAS, and with it scipy, sklearn and TFMA's metrics, failed to import).
 find "$venv" -type f \( -name '*.so' -o -name '*.so.*' \) -not -path '*.libs/*' -print0 |
     while IFS= read -r -d '' library; do
-        sections="$(binutils readelf -S -W "$library" 2>/dev/null || true)"
+        sections="$(readelf -S -W "$library" 2>/dev/null || true)"
         if [[ $sections == *" .debug_"* ]]; then
-            binutils strip --strip-debug "$library"
+            strip --strip-debug "$library"
         fi
     done
