@@ -208,13 +208,12 @@ class Builder:
         self.stage(f"{recipe.name} environment", "built", started)
         started = time.monotonic()
         archive.parent.mkdir(parents=True, exist_ok=True)
+        # Gigabytes each: the stale archives go before this one is written (one copy on disk at a time).
+        for stale in archive.parent.glob(f"{recipe.name}-environment-*.tar*"):
+            stale.unlink()
         partial = archive.with_suffix(".tar.partial")
-        partial.unlink(missing_ok=True)
         podman("save", "--quiet", "--format", "docker-archive", "--output", str(partial), tag, log=log)
         partial.replace(archive)
-        for stale in archive.parent.glob(f"{recipe.name}-environment-*.tar"):  # gigabytes each: keep the newest
-            if stale != archive:
-                stale.unlink()
         self.stage(f"{recipe.name} environment", f"saved to the cache ({archive.stat().st_size >> 20} MiB)",
                    started)
         return tag

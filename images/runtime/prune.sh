@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What no pipeline step uses, removed from the runtime image's Python environment. images/runtime/Dockerfile runs
-# it in the builder stage, in the same RUN that installs /opt/venv (the environment stage copies the result).
+# it in the environment stage, in the same RUN that installs /opt/venv (and the compilers, purged after it).
 #   usage: prune.sh VENV PRUNE_LIST UV
-# readelf and strip come from binutils (the builder has them, with the compilers). tests/test_images.py checks the
+# readelf and strip come from binutils (installed with the compilers). tests/test_images.py checks the
 # result, and that every module a step imports still imports.
 set -euo pipefail
 venv="$1" list="$2" uv="$3"
@@ -10,7 +10,7 @@ site="$venv/lib/python3.11/site-packages"
 
 # The distributions in the list: locked because the TFX libraries declare them, never imported by a step.
 "$uv" pip uninstall --quiet --python "$venv/bin/python" -r "$list"
-# TensorFlow's C++ headers (420 MB): only a build reads them, and Horovod is built in the builder stage.
+# TensorFlow's C++ headers (420 MB): only a build reads them, and Horovod is built before this runs.
 rm -rf "$site/tensorflow/include"
 # The test suites that packages ship beside their code: no package imports its own tests/ at run time.
 find "$site" -depth -type d -name tests -exec rm -rf {} +
