@@ -8,6 +8,7 @@ import importlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from slipway.components import COMPONENTS
 from slipway.core import progress, step_facts
 from slipway.data import taxi
 from slipway.local.console import Console, step_name
+from tests.conftest import write_blobs_csv
 
 FACTS = {name: importlib.import_module(f"slipway.components.{name}.step").fact for name in COMPONENTS}
 
@@ -163,6 +165,37 @@ def _running(processes: list[psutil.Process]) -> list[str]:
             if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
                 alive.append(f"{proc.pid} {' '.join(proc.cmdline())[:200]}")
     return alive
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(path.relative_to(folder)): (path.stat().st_size, path.stat().st_mtime_ns)
+            for path in folder.rglob("*")}
+
+
+def test_a_second_run_on_a_workdir_in_use_is_refused_before_anything_is_touched(tmp_path):
+    first, workdir = _fifo_run(tmp_path)
+    try:
+        before = _files(workdir)
+        data = write_blobs_csv(tmp_path / "blobs.csv", rows=30)
+        second = subprocess.run([sys.executable, "-m", "slipway.cli", "run", "--data", str(data), "--label", "species",
+                                 "--module", str(taxi.taxi_module()), "--workdir", str(workdir)],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2, second.stderr
+        assert re.fullmatch(rf"error: --workdir {re.escape(str(workdir))}: in use by another slipway run "
+                            rf"\(pid {first.pid}, started [^)]+\); wait for it to end or choose another --workdir\n",
+                            second.stderr), second.stderr
+        assert _files(workdir) == before  # not a file of the first run's written, moved or removed
+        assert first.poll() is None  # and the first still runs
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    assert first.returncode == 130
+    # The claim ended with the run: the workdir takes the next run (its claim file names that run).
+    from slipway.local.workdir_claim import CLAIM_FILE, claim_workdir
+
+    with claim_workdir(workdir) as claim:
+        assert (workdir / CLAIM_FILE).read_text().startswith(f"pid {os.getpid()}, started ")
+        assert not claim.closed
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

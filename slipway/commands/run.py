@@ -126,17 +126,22 @@ def command(args: argparse.Namespace) -> int:
     from slipway.local.runner import run_local
 
     previous = os.environ.get(OPTION_NAMES_ENV)
-    # The warm step process imports TensorFlow and the TFX libraries while the flags and the module are checked.
-    with warm_steps.started() if args.runner == "subprocess" else contextlib.nullcontext() as warm:
-        request = request_from(args, warm)
-        os.environ[OPTION_NAMES_ENV] = json.dumps(RUN_FLAGS)  # the steps' errors name our flags, not the parameters
-        try:
-            summary = run_local(request.pipeline, request.arguments, request.workdir, request.lineage_uri,
-                                containers=request.containers, verbose=args.verbose, warm=warm)
-        finally:
-            os.environ.pop(OPTION_NAMES_ENV) if previous is None else os.environ.update({OPTION_NAMES_ENV: previous})
-    print_summary(summary, request.workdir)
-    return _exit_status(summary, args)
+    with contextlib.ExitStack() as claim:  # the workdir is this run's until the summary (and --keep-serving) ends
+        # The warm step process imports TensorFlow and the TFX libraries while the flags and the module are checked.
+        with warm_steps.started() if args.runner == "subprocess" else contextlib.nullcontext() as warm:
+            request = request_from(args, warm)
+            claim.callback(request.claim.close)
+            os.environ[OPTION_NAMES_ENV] = json.dumps(RUN_FLAGS)  # the steps' errors name our flags, not parameters
+            try:
+                summary = run_local(request.pipeline, request.arguments, request.workdir, request.lineage_uri,
+                                    containers=request.containers, verbose=args.verbose, warm=warm)
+            finally:
+                if previous is None:
+                    os.environ.pop(OPTION_NAMES_ENV)
+                else:
+                    os.environ[OPTION_NAMES_ENV] = previous
+        print_summary(summary, request.workdir)
+        return _exit_status(summary, args)
 
 
 def _exit_status(summary: dict, args: argparse.Namespace) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import ast
 import bz2
-import csv
 import difflib
 import gzip
 import os
@@ -23,6 +22,7 @@ from typing import Any
 
 from slipway.core.errors import SlipwayError
 from slipway.core.json_text import json_object
+from slipway.local.workdir_claim import check_unclaimed
 from slipway.pipelines.settings import RUN_FLAGS
 
 # The parameters given as JSON objects, by their flags.
@@ -206,10 +206,9 @@ def _header(file: Path) -> list[str] | None:
             line = f.readline(csv_shape.HEADER_BYTES)
     except (OSError, EOFError):
         return None  # ingest reports the file
-    line = line.rstrip("\r\n")
     if not line.strip():
         return None
-    return next(csv.reader([line], delimiter=csv_shape.sniff_delimiter(line)), None)
+    return csv_shape.header_row(line, f"--data {file}", truncated=len(line) == csv_shape.HEADER_BYTES)[1] or None
 
 
 # -- the workdir ------------------------------------------------------------------------------------------------
@@ -217,7 +216,8 @@ def _header(file: Path) -> list[str] | None:
 
 def check_workdir(workdir: Path) -> None:
     """The workdir can be created and written, judged without creating it (another argument may still be refused,
-    and a refused run leaves nothing behind): its nearest existing folder must be a writable folder."""
+    and a refused run leaves nothing behind): its nearest existing folder must be a writable folder, and an
+    existing workdir must not be held by a running run."""
     existing = workdir.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -227,6 +227,8 @@ def check_workdir(workdir: Path) -> None:
     if not os.access(existing, os.W_OK | os.X_OK):
         where = "" if existing == workdir.absolute() else f" (in {existing})"
         raise SlipwayError(f"--workdir {workdir}: not writable{where}")
+    if existing == workdir.absolute():
+        check_unclaimed(workdir)
 
 
 def create_workdir(workdir: Path) -> None:

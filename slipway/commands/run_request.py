@@ -35,17 +35,21 @@ class RunRequest:
     module: Path
     containers: Any = None  # slipway.local.containers.ContainerSettings with --runner podman
     pipeline: Any = None  # the kfp pipeline function, imported last (kfp takes seconds to import)
+    claim: Any = None  # the open claim file: the workdir is this run's until it is closed (local.workdir_claim)
 
 
 def request_from(args: Any, warm: Any = None) -> RunRequest:
     """A checked RunRequest from `slipway run`'s parsed flags (any object with their attributes); the workdir is
-    created and, with --runner podman, the arguments rewritten to the containers' paths. warm: the run's warm step
-    process (slipway.local.warm_steps), where the module file is checked when there is one."""
+    created and claimed (request.claim: close it when the run ends) and, with --runner podman, the arguments
+    rewritten to the containers' paths. warm: the run's warm step process (slipway.local.warm_steps), where the
+    module file is checked when there is one."""
     request = plan(args)
     _import_pipeline(request, args, warm)
     from slipway.commands import run_arguments
+    from slipway.local.workdir_claim import claim_workdir
 
     run_arguments.create_workdir(request.workdir)
+    request.claim = claim_workdir(request.workdir)
     if args.runner == "podman":
         request.arguments, request.containers = _containers(request.arguments, request.workdir)
     return request

@@ -1,0 +1,54 @@
+"""A workdir's claim, held by a real other process: refused while it lives, free once it is gone (kill -9 too)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slipway.core.errors import SlipwayError
+from slipway.local.workdir_claim import CLAIM_FILE, check_unclaimed, claim_workdir
+
+HOLDER = """
+import pathlib, sys
+from slipway.local.workdir_claim import claim_workdir
+claim = claim_workdir(pathlib.Path(sys.argv[1]))
+print("claimed", flush=True)
+sys.stdin.read()
+"""
+
+
+def _holder(workdir: Path) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(workdir)], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "claimed\n"
+    return process
+
+
+def test_a_claim_held_by_a_live_process_is_refused_and_free_after_kill_9(tmp_path):
+    holder = _holder(tmp_path)
+    try:
+        for attempt in (check_unclaimed, claim_workdir):
+            with pytest.raises(SlipwayError, match=rf"^--workdir {tmp_path}: in use by another slipway run "
+                                                   rf"\(pid {holder.pid}, started "):
+                attempt(tmp_path)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+    assert (tmp_path / CLAIM_FILE).read_text().startswith(f"pid {holder.pid}, ")  # stale text, no lock
+    check_unclaimed(tmp_path)
+    with claim_workdir(tmp_path):
+        assert (tmp_path / CLAIM_FILE).read_text().startswith(f"pid {os.getpid()}, started ")
+        with pytest.raises(SlipwayError, match=rf"\(pid {os.getpid()}, "):
+            check_unclaimed(tmp_path)  # a second handle, even in this process, sees the claim
+    check_unclaimed(tmp_path)  # closed: free again
+
+
+def test_checking_a_workdir_writes_nothing(tmp_path):
+    check_unclaimed(tmp_path)
+    check_unclaimed(tmp_path / "missing")
+    assert list(tmp_path.iterdir()) == []
