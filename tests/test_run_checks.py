@@ -249,6 +249,24 @@ def test_a_workdir_that_cannot_be_created_is_one_line(inputs, tmp_path, inside, 
     assert seconds < BAD_ARGUMENT_SECONDS, seconds
 
 
+UNREADABLE_HEADERS = {  # a 5 MB dump without a line end; a name past the csv module's 128 KiB field limit
+    "no-line-break": (lambda: "a,b," * (5 * 2**20 // 4), "no line break in its first 1 MiB, so no header line (a CSV "
+                                                         "file starts with one line of column names)"),
+    "huge-cell": (lambda: "species," + "x" * 200_000 + "\n1,2\n", "its header line cannot be read as CSV (field "
+                                                                   "larger than field limit (131072))"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNREADABLE_HEADERS))
+def test_a_data_file_whose_header_cannot_be_read_is_one_line(inputs, case):
+    content, error = UNREADABLE_HEADERS[case]
+    inputs["data"].write_text(content())
+    line, seconds = _typed(*_args(inputs))
+    assert line == f"--data {inputs['data']}: {error}"
+    assert seconds < BAD_ARGUMENT_SECONDS, seconds
+    assert not inputs["workdir"].exists()
+
+
 def test_a_bad_hyperparameter_default_is_named_as_the_modules(inputs):
     inputs["module"].write_text(MODULE + "\n\ndef hyperparameters():\n    return {'epochs': 0}\n")
     line, seconds = _typed(*_args(inputs), "--hparams", '{"batch_size": 8}')

@@ -108,12 +108,27 @@ def read_shape(path: Path, compression: str | None, label: str = "") -> CsvShape
     """
     with open_bytes(path, compression) as stream:
         # utf-8-sig: the byte order mark Excel's "CSV UTF-8" starts with is no part of the first name (pyarrow skips it)
-        start = stream.read(HEADER_BYTES).decode("utf-8-sig", errors="ignore")
-    first = next((line for line in start.splitlines() if line.strip()), "")
-    delimiter = sniff_delimiter(first)
-    header = next((row for row in csv.reader(io.StringIO(start, newline=""), delimiter=delimiter) if row), [])
+        raw = stream.read(HEADER_BYTES)
+    start = raw.decode("utf-8-sig", errors="ignore")
+    delimiter, header = header_row(start, f"data file {path}", truncated=len(raw) == HEADER_BYTES)
     check_column_names(f"data file {path}", header, label)
     return CsvShape(compression=compression, delimiter=delimiter, header=tuple(header))
+
+
+def header_row(start: str, source: str, truncated: bool) -> tuple[str, list[str]]:
+    """The delimiter and the column names of the header: the first non-blank line of `start`, a file's first
+    characters (truncated: the file goes on after them). A file with no line break in them, or a header the csv
+    module cannot parse (a cell over its 128 KiB field limit), is refused in one line starting with `source`."""
+    if truncated and not any(end in start for end in "\r\n"):
+        raise SlipwayError(f"{source}: no line break in its first {HEADER_BYTES >> 20} MiB, so no header line (a CSV "
+                           f"file starts with one line of column names)")
+    first = next((line for line in start.splitlines() if line.strip()), "")
+    try:
+        delimiter = sniff_delimiter(first)
+        header = next((row for row in csv.reader(io.StringIO(start, newline=""), delimiter=delimiter) if row), [])
+    except csv.Error as exc:
+        raise SlipwayError(f"{source}: its header line cannot be read as CSV ({exc})") from None
+    return delimiter, header
 
 
 def sniff_delimiter(header_line: str) -> str:

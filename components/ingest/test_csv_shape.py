@@ -181,6 +181,15 @@ def test_empty_and_unnamed_header_cells_are_refused(tmp_path: Path):
                        "index=False)")
 
 
+def test_a_file_without_a_line_break_or_with_a_huge_header_cell_is_refused_in_one_line(tmp_path: Path):
+    one_line = "a,b," * (5 * 2**20 // 4)  # 5 MB and no line end: a dump that is no CSV file
+    assert _refused(tmp_path, one_line) == ("no line break in its first 1 MiB, so no header line (a CSV file "
+                                            "starts with one line of column names)")
+    huge = "label," + "x" * 200_000 + "\n1,2\n"  # one name past the csv module's 128 KiB field limit
+    assert _refused(tmp_path, huge) == ("its header line cannot be read as CSV (field larger than field limit "
+                                        "(131072))")
+
+
 def test_names_a_signature_cannot_take_are_refused_with_a_rename(tmp_path: Path):
     header = ["trip miles", "fare-usd", "fare_usd", "1st", "big tipper"]
     body = [[str(i), "2.5", "1", "x", "ab"[i % 2]] for i in range(9)]
