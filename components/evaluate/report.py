@@ -177,9 +177,18 @@ def _head(split: str, model_dir: str, baseline_dir: str, decision: Mapping[str, 
         "<h1>Model evaluation</h1>",
         f"<p>Model: <code>{e(model_dir)}</code><br>Baseline: <code>{e(baseline_dir or 'none')}</code>"
         f"<br>Split: <code>{e(split)}</code></p>",
-        f"<div class='banner {'yes' if decision['blessed'] else 'no'}'>"
-        f"{'BLESSED' if decision['blessed'] else 'NOT BLESSED'}: {e(decision['message'])}</div>",
+        f"<div class='banner {'yes' if decision['blessed'] else 'no'}'>{e(banner_text(decision))}</div>",
     ]
+
+
+def banner_text(decision: Mapping[str, Any]) -> str:
+    """"BLESSED: why" or "NOT BLESSED: why", said once: the message itself starts "blessed: " or "not blessed: "
+    (it is the step's line and the summary's too)."""
+    verdict = "BLESSED" if decision["blessed"] else "NOT BLESSED"
+    reason = str(decision["message"])
+    if reason.lower().startswith(verdict.lower() + ": "):
+        reason = reason[len(verdict) + 2:]
+    return f"{verdict}: {reason}"
 
 
 def _overall_table(overall: Mapping[str, Any], names: list[str], has_baseline: bool) -> list[str]:

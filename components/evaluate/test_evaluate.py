@@ -144,6 +144,7 @@ def test_slices_and_files(good_run):
     assert "<script" not in report and "http" not in report
     for text in ("BLESSED", "binary_accuracy", "color=red", "passed", "Confusion matrix", "&gt;= 0.8"):
         assert text in report
+    assert re.search(r"<div class='banner yes'>BLESSED: all \d+ thresholds passed on the overall slice", report)
 
 
 def test_bad_model_not_blessed(world):
@@ -157,7 +158,8 @@ def test_bad_model_not_blessed(world):
     assert len(decision["failures"]) == 1
     assert "binary_accuracy" in decision["failures"][0] and "Overall" in decision["failures"][0]
     assert "binary_accuracy" in result["message"]
-    assert "failed" in (evaluation / "report.html").read_text()
+    banner = "<div class='banner no'>NOT BLESSED: 1 threshold check(s) failed: "
+    assert banner in (evaluation / "report.html").read_text()
 
 
 def test_too_high_bound_fails_on_the_overall_slice_only(world):

@@ -154,9 +154,10 @@ def check_label_column(source: str, columns: Iterable[str], label: str) -> None:
 
 def label_classes_of(source: str, label: str, classes: list) -> list:
     """The sorted distinct label values (a row's class id is its value's index), at least two of them."""
+    if not classes:
+        raise SlipwayError(f"data {source}: label column '{label}' is empty in every row (rows without a label are "
+                           f"left out); classification needs at least 2 classes")
     if len(classes) < 2:
-        only = f"'{classes[0]}'" if classes else "no values"
-        raise SlipwayError(
-            f"data {source}: label column '{label}' has a single class {only}; classification needs at least 2"
-        )
+        raise SlipwayError(f"data {source}: label column '{label}' has a single class '{classes[0]}'; "
+                           f"classification needs at least 2")
     return classes

@@ -111,6 +111,9 @@ BAD_INPUTS = {
     "header only": (HEADER, "has a header but no data rows"),
     "label missing": ("id,age\n1,2\n3,4\n", "label column 'label' not found"),
     "single class": ("id,label\n1,a\n2,a\n3,a\n", "label column 'label' has a single class 'a'"),
+    "label empty in every row": ("id,label\n1,\n2,\n3,\n", "label column 'label' is empty in every row (rows "
+                                                             "without a label are left out); classification needs "
+                                                             "at least 2 classes"),
     "split ends up empty": ("id,label\n1,a\n1,b\n1,a\n", "' is empty (3 rows over splits"),
 }
 
