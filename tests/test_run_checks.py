@@ -267,6 +267,23 @@ def test_a_data_file_whose_header_cannot_be_read_is_one_line(inputs, case):
     assert not inputs["workdir"].exists()
 
 
+@pytest.mark.parametrize("name, error", [
+    ("data.xlsx", "a spreadsheet workbook is not read: save the sheet as CSV (Excel: Save As, 'CSV UTF-8') or "
+                  "Parquet (pandas: pd.read_excel(path).to_csv(out, index=False))"),
+    ("data.json", "JSON is not read: write the records as CSV or Parquet (pandas: pd.read_json(path, lines=...)"
+                  ".to_parquet(out))"),
+    ("data.txt", "unknown extension '.txt' (expected .csv, .csv.gz, .csv.bz2, .csv.zst, .parquet or .pq; "
+                 "--data-format csv reads any file as CSV)"),
+])
+def test_a_data_file_auto_would_not_read_is_refused_before_the_run(inputs, tmp_path, name, error):
+    data = tmp_path / name
+    data.write_text("id,species\n1,a\n")
+    line, seconds = _typed(*_args(inputs, data=str(data)))
+    assert line == f"--data {data}: {error}"
+    assert seconds < BAD_ARGUMENT_SECONDS, seconds
+    assert not inputs["workdir"].exists()
+
+
 def test_a_bad_hyperparameter_default_is_named_as_the_modules(inputs):
     inputs["module"].write_text(MODULE + "\n\ndef hyperparameters():\n    return {'epochs': 0}\n")
     line, seconds = _typed(*_args(inputs), "--hparams", '{"batch_size": 8}')

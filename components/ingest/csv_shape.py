@@ -27,6 +27,14 @@ from slipway.core.errors import SlipwayError
 COMPRESSION_MAGIC = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\x28\xb5\x2f\xfd", "zstd"))
 COMPRESSED_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}
 CSV_NAMES = (".csv", *(".csv" + suffix for suffix in COMPRESSED_SUFFIXES))
+PARQUET_SUFFIXES = (".parquet", ".pq")
+# Files users hand in that are no CSV or Parquet, and what to do instead (by extension).
+CONVERSIONS = {
+    **dict.fromkeys((".xlsx", ".xlsm", ".xls", ".ods"), "a spreadsheet workbook is not read: save the sheet as CSV "
+                    "(Excel: Save As, 'CSV UTF-8') or Parquet (pandas: pd.read_excel(path).to_csv(out, index=False))"),
+    **dict.fromkeys((".json", ".jsonl", ".ndjson"), "JSON is not read: write the records as CSV or Parquet (pandas: "
+                    "pd.read_json(path, lines=...).to_parquet(out))"),
+}
 # Tried in this order: the first of those splitting the header into the most cells wins.
 DELIMITERS = (",", ";", "\t", "|")
 DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
@@ -65,6 +73,19 @@ PLAIN = CsvShape()
 def is_csv_name(path: Path) -> bool:
     """Whether data_format=auto reads this file as CSV: `.csv`, optionally compressed (`.csv.gz` ...)."""
     return path.name.lower().endswith(CSV_NAMES)
+
+
+def check_tabular_name(path: Path, format_option: str) -> None:
+    """Refuse, in one line, a file that data_format=auto would not read: a workbook or JSON with what to do
+    instead, any other extension with the ones read. format_option: how the caller spells the data_format option
+    (`--data-format`, `data_format`)."""
+    if is_csv_name(path) or path.suffix.lower() in PARQUET_SUFFIXES:
+        return
+    conversion = CONVERSIONS.get(path.suffix.lower())
+    if conversion:
+        raise SlipwayError(f"data file {path}: {conversion}")
+    raise SlipwayError(f"data file {path}: unknown extension '{extension_of(path)}' (expected .csv, .csv.gz, .csv.bz2, "
+                       f".csv.zst, .parquet or .pq; {format_option} csv reads any file as CSV)")
 
 
 def extension_of(path: Path) -> str:

@@ -69,7 +69,8 @@ def _decode(path: Path, decoder, chunk: bytes, newlines: int, final: bool) -> No
     except UnicodeDecodeError as exc:  # exc.object is the pending bytes, then the chunk
         line = newlines + exc.object[pending: max(pending, exc.start)].count(b"\n") + 1
         raise SlipwayError(
-            f"data file {path}: line {line} is not valid UTF-8 (byte 0x{exc.object[exc.start]:02x})"
+            f"data file {path}: line {line} is not valid UTF-8 (byte 0x{exc.object[exc.start]:02x}); save the file as "
+            f"UTF-8 (Excel: 'CSV UTF-8'; a Latin-1 file: iconv -f latin1 -t utf-8 IN > OUT)"
         ) from None
 
 

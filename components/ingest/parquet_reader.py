@@ -18,8 +18,6 @@ from slipway.core.errors import SlipwayError
 if TYPE_CHECKING:  # pyarrow is imported where it is used: importing ingest's modules stays cheap
     import pyarrow.parquet as pq
 
-PARQUET_SUFFIXES = (".parquet", ".pq")
-
 
 def scan_parquet(path: Path, key: str, label: str, parse_text_label: bool) -> FileScan:
     """The first pass over one Parquet file, with every per-file check of reading it (one-line errors)."""

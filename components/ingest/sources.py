@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from slipway.components.ingest import csv_shape
-from slipway.components.ingest.parquet_reader import PARQUET_SUFFIXES
+from slipway.components.ingest.csv_shape import PARQUET_SUFFIXES
 from slipway.components.ingest.splits import hashed_chunks
 from slipway.components.ingest.tabular import read_tabular
 from slipway.core.errors import SlipwayError

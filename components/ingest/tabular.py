@@ -16,10 +16,10 @@ from slipway.components.ingest.column_types import with_numbers
 from slipway.components.ingest.csv_reader import csv_batches, open_csv, scan_csv
 from slipway.components.ingest.examples import python_values, serialize_columns
 from slipway.components.ingest.file_scan import FileScan
-from slipway.components.ingest.parquet_reader import PARQUET_SUFFIXES, open_parquet, parquet_batches, scan_parquet
+from slipway.components.ingest.parquet_reader import open_parquet, parquet_batches, scan_parquet
 from slipway.components.ingest.splits import SLICE_ROWS, row_hashes
 from slipway.components.ingest.task import LabelSummary, TaskChoice, as_number, decide_task
-from slipway.core.errors import SlipwayError
+from slipway.core.errors import SlipwayError, option_name
 from slipway.core.tasks import CLASSIFICATION, REGRESSION
 
 
@@ -36,18 +36,14 @@ def find_input_files(data: str, data_format: str = "auto") -> list[Path]:
     if data_format in ("csv", "parquet"):
         return files  # the format was named: extensions do not matter
     for file in files:
-        if not csv_shape.is_csv_name(file) and file.suffix.lower() not in PARQUET_SUFFIXES:
-            raise SlipwayError(
-                f"data file {file}: unknown extension '{csv_shape.extension_of(file)}' (expected .csv, .csv.gz, "
-                ".csv.bz2, .csv.zst, .parquet or .pq; data_format=csv reads any file as CSV)"
-            )
+        csv_shape.check_tabular_name(file, option_name("data_format"))
     return files
 
 
 def scan_file(path: Path, key: str = "", data_format: str = "auto", label: str = "",
               parse_text_label: bool = False) -> FileScan:
     """The first pass over one CSV or Parquet file, with every per-file check of reading it (one-line errors)."""
-    parquet = data_format == "parquet" or (data_format != "csv" and path.suffix.lower() in PARQUET_SUFFIXES)
+    parquet = data_format == "parquet" or (data_format != "csv" and path.suffix.lower() in csv_shape.PARQUET_SUFFIXES)
     if parquet:  # Parquet columns carry their types: nothing to guess
         return scan_parquet(path, key, label, parse_text_label)
     return scan_csv(path, key, label, parse_text_label)

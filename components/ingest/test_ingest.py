@@ -137,15 +137,22 @@ def test_bad_csv_inputs_fail_with_one_line_and_leave_nothing(case: str, tmp_path
 def test_non_utf8_bytes_name_the_line(tmp_path: Path):
     path = tmp_path / "latin.csv"
     path.write_bytes((HEADER + rows_csv(3)).encode() + "4,20,1.0,S\xe3o Paulo,no\n".encode("latin-1"))
-    with pytest.raises(SlipwayError, match=r"latin.csv: line 5 is not valid UTF-8"):
+    with pytest.raises(SlipwayError, match=r"latin.csv: line 5 is not valid UTF-8 \(byte 0xe3\); save the file as "
+                                           r"UTF-8 \(Excel: 'CSV UTF-8'; a Latin-1 file: iconv -f latin1 -t utf-8"):
         executor.run(str(path), str(tmp_path / "o"), label="label")
 
 
-def test_unknown_extension(tmp_path: Path):
-    path = tmp_path / "data.xlsx"
-    path.write_text("x")
-    with pytest.raises(SlipwayError, match=r"data.xlsx: unknown extension '.xlsx'"):
-        executor.run(str(path), str(tmp_path / "o"), label="label")
+def test_a_workbook_json_or_unknown_extension_is_refused_with_what_to_do(tmp_path: Path):
+    for name, says in (("data.xlsx", "a spreadsheet workbook is not read: save the sheet as CSV"),
+                       ("data.json", "JSON is not read: write the records as CSV or Parquet"),
+                       ("data.dat", "unknown extension '.dat' (expected .csv, .csv.gz, .csv.bz2, .csv.zst, .parquet "
+                                    "or .pq; data_format csv reads any file as CSV)")):
+        path = tmp_path / name
+        path.write_text("x")
+        with pytest.raises(SlipwayError) as info:
+            executor.run(str(path), str(tmp_path / "o"), label="label")
+        assert str(info.value).startswith(f"data file {path}: {says}")
+    assert not (tmp_path / "o").exists()
 
 
 def test_missing_path_and_bad_split_spec(tmp_path: Path, csv_file: Path):

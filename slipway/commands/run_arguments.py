@@ -58,6 +58,7 @@ def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module
 
         parse_splits(args.splits, what=RUN_FLAGS["splits"])
     if not images:
+        check_data_name(data, args.data_format)
         check_label(data, label, args.data_format)
     check_workdir(Path(args.workdir))
 
@@ -163,6 +164,18 @@ def check_eval_settings(settings: dict, label: str) -> None:
 
 
 # -- the label in the data's header -----------------------------------------------------------------------------
+
+
+def check_data_name(data: Path, data_format: str) -> None:
+    """A data file --data-format auto would not read (a workbook, JSON, another extension) is refused before the
+    run, with what to do instead; ingest refuses the same files inside a folder."""
+    from slipway.components.ingest import csv_shape
+
+    if data_format == "auto" and data.is_file():
+        try:
+            csv_shape.check_tabular_name(data, RUN_FLAGS["data_format"])
+        except SlipwayError as exc:
+            raise SlipwayError(str(exc).replace(f"data file {data}:", f"--data {data}:", 1)) from None
 
 
 def check_label(data: Path, label: str, data_format: str) -> None:
