@@ -143,7 +143,8 @@ def test_a_cut_or_badly_encoded_compressed_file_fails_in_one_line(tmp_path: Path
     assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
     latin = tmp_path / "latin.csv.bz2"
     latin.write_bytes(bz2.compress(text().encode() + "4,20,1.0,S\xe3o Paulo,no\n".encode("latin-1")))
-    with pytest.raises(SlipwayError, match=r"latin.csv.bz2: line 92 is not valid UTF-8 \(byte 0xe3\)$"):
+    with pytest.raises(SlipwayError, match=r"latin.csv.bz2: line 92 is not valid UTF-8 \(byte 0xe3\); save the "
+                                           r"file as UTF-8 "):
         executor.run(str(latin), str(tmp_path / "out"), "label")
 
 
