@@ -302,13 +302,14 @@ def test_computed_hyperparameter_defaults_are_checked_after_the_module_is_import
 
 def test_a_workdir_the_file_system_refuses_is_one_line(inputs):
     """/sys: a folder every user may look into and none may create in (root included, which access() cannot tell:
-    then the CLI finds out by creating the workdir, after the other checks)."""
+    then the CLI finds out by making a folder there and removing it, before kfp is imported)."""
     workdir = Path("/sys/slipway-workdir")
     if not Path("/sys").is_dir() or workdir.exists():
         pytest.skip("no sysfs here")
-    line, _ = _typed(*_args(inputs, workdir=str(workdir)))
+    line, seconds = _typed(*_args(inputs, workdir=str(workdir)))
     assert line in (f"--workdir {workdir}: not writable (in /sys)",
-                    f"--workdir {workdir}: cannot be created or written (Operation not permitted)"), line
+                    f"--workdir {workdir}: cannot be created or written (in /sys) (Operation not permitted)"), line
+    assert seconds < BAD_ARGUMENT_SECONDS, seconds
 
 
 def test_the_label_is_looked_for_in_a_folders_first_csv_file(inputs, tmp_path):

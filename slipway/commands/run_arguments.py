@@ -229,17 +229,22 @@ def _header(file: Path) -> list[str] | None:
 
 def check_workdir(workdir: Path) -> None:
     """The workdir can be created and written, judged without creating it (another argument may still be refused,
-    and a refused run leaves nothing behind): its nearest existing folder must be a writable folder, and an
-    existing workdir must not be held by a running run."""
+    and a refused run leaves nothing behind): its nearest existing folder must be a writable folder (a folder made
+    in it and removed at once), and an existing workdir must not be held by a running run."""
     existing = workdir.absolute()
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
         what = "is" if existing == workdir.absolute() else f"cannot be created: {existing} is"
         raise SlipwayError(f"--workdir {workdir}: {what} a file, not a folder")
+    where = "" if existing == workdir.absolute() else f" (in {existing})"
     if not os.access(existing, os.W_OK | os.X_OK):
-        where = "" if existing == workdir.absolute() else f" (in {existing})"
         raise SlipwayError(f"--workdir {workdir}: not writable{where}")
+    try:  # what access() cannot tell (a read-only mount, sysfs, root): a folder made and removed at once
+        os.rmdir(tempfile.mkdtemp(prefix=".slipway-check-", dir=existing))
+    except OSError as exc:
+        reason = exc.strerror or exc
+        raise SlipwayError(f"--workdir {workdir}: cannot be created or written{where} ({reason})") from None
     if existing == workdir.absolute():
         check_unclaimed(workdir)
 
