@@ -217,3 +217,24 @@ def test_a_signal_to_the_cli_alone_stops_every_step_process_and_writes_the_summa
     assert summary["steps"]["train"]["status"] == "not_run"
     assert _running(processes) == []
     assert list((workdir / "tmp").iterdir()) == []  # the stale file and the run's own scratch space are gone
+
+
+def test_the_summary_shows_the_first_prediction_as_predict_does(tmp_path, capsys):
+    """The run's last lines name the first eval row's class as `slipway predict` does, from train's
+    model_meta.json beside the model (a regression model's value as it is)."""
+    from slipway.commands.run_summary import print_summary
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model_meta.json").write_text(json.dumps({"task": "classification", "label_classes": ["no", "yes"]}))
+    deployment = {"model_name": "taxi", "model_version": 1, "status": "deployed", "endpoint": "http://127.0.0.1:1",
+                  "predict_url": "http://127.0.0.1:1/v1/models/taxi:predict", "prediction": [0.0003]}
+    summary = {"run_id": "r1", "status": "succeeded", "wall_seconds": 1.0, "steps": {}, "metrics": {},
+               "blessed": True, "blessing_message": "blessed", "model": str(model), "deployment": deployment,
+               "lineage_store": "sqlite:///lineage", "logs": str(tmp_path / "logs")}
+    print_summary(summary, tmp_path)
+    assert "  prediction for the first eval row: 0.0003  class no\n" in capsys.readouterr().out
+    (model / "model_meta.json").write_text(json.dumps({"task": "regression"}))
+    deployment["prediction"] = [151.25]
+    print_summary(summary, tmp_path)
+    assert "  prediction for the first eval row: 151.2500\n" in capsys.readouterr().out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -21,7 +22,7 @@ def print_summary(summary: dict, workdir: Path) -> None:
     _print_baseline(summary)
     if summary.get("model"):
         print(f"  model:   {summary['model']}")
-    _print_deployment(summary.get("deployment"))
+    _print_deployment(summary.get("deployment"), summary.get("model"))
     for name, path in (summary.get("reports") or {}).items():
         print(f"  report:  {name} {path}")
     print(f"  summary: {workdir / 'summary.json'}")
@@ -49,7 +50,19 @@ def _print_baseline(summary: dict) -> None:
         print(f"  vs baseline: {', '.join(deltas)}")
 
 
-def _print_deployment(deployment: dict | None) -> None:
+def _class_names(model: str | None) -> list[str]:
+    """The classifier's class names from train's model_meta.json beside the model (the names predict shows)."""
+    from slipway.serving import client
+
+    meta = Path(model or "", "model_meta.json")
+    try:
+        labels = json.loads(meta.read_text()) if model and meta.is_file() else {}
+    except (OSError, ValueError):
+        return []
+    return client.class_names({"labels": labels})
+
+
+def _print_deployment(deployment: dict | None, model: str | None) -> None:
     if not deployment:
         return
     if not deployment.get("endpoint"):
@@ -59,9 +72,10 @@ def _print_deployment(deployment: dict | None) -> None:
     print(f"  deploy:  {deployment['model_name']} version {deployment['model_version']} {deployment['status']} at "
           f"{deployment['endpoint']} ({state})")
     if deployment.get("prediction") is not None:
-        values = deployment["prediction"] if isinstance(deployment["prediction"], list) else [deployment["prediction"]]
-        shown = ", ".join(f"{v:.4f}" if isinstance(v, float) else str(v) for v in values)
-        print(f"  prediction for the first eval row: [{shown}]")
+        from slipway.serving import client
+
+        shown = client.shown_prediction(deployment["prediction"], _class_names(model)).replace("\t", "  ")
+        print(f"  prediction for the first eval row: {shown}")  # as `slipway predict` shows it
     if deployment.get("serving"):
         print(f"  try:     curl -s {deployment['predict_url']} -d @rows.json   (or: slipway predict "
               f"{deployment['endpoint']} rows.csv --name {deployment['model_name']})")

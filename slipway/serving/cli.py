@@ -141,7 +141,7 @@ def predict_command(args) -> int:
     print(f"# {name} version {version or '?'}: {len(predictions)} rows")
     classes = [] if args.ids else client.class_names(meta)
     for index, prediction in enumerate(predictions, 1):
-        print(f"{index}\t{_shown(prediction, classes)}")
+        print(f"{index}\t{client.shown_prediction(prediction, classes)}")
     return 0
 
 
@@ -158,18 +158,3 @@ def _only_model(url: str) -> str:
     if len(models) != 1:
         raise SlipwayError(f"predict: give --name (the server has {len(models)} models: {', '.join(models)})")
     return models[0]
-
-
-def _shown(prediction, classes: list[str]) -> str:
-    """One row's answer: a regression value, the probability of the second class (two classes: with the class it
-    picks) or the likeliest of k classes with every probability; classes by name where the model names them."""
-    values = prediction if isinstance(prediction, list) else [prediction]
-    if values and all(isinstance(v, int | float) for v in values):
-        if len(values) == 1:
-            picked = f"\tclass {classes[int(values[0] >= 0.5)]}" if len(classes) == 2 else ""
-            return f"{values[0]:.4f}{picked}"
-        best = max(range(len(values)), key=values.__getitem__)
-        name = classes[best] if len(classes) == len(values) else best
-        return f"class {name} ({values[best]:.4f})  " + " ".join(f"{v:.4f}" for v in values)
-    return json.dumps(prediction)
-

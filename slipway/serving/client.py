@@ -82,6 +82,20 @@ def class_names(meta: Mapping[str, Any]) -> list[str]:
     return [str(name) for name in labels.get("label_classes") or []]
 
 
+def shown_prediction(prediction: Any, classes: list[str]) -> str:
+    """One row's answer: a regression value, the probability of the second class (two classes: with the class it
+    picks) or the likeliest of k classes with every probability; classes by name where the model names them."""
+    values = prediction if isinstance(prediction, list) else [prediction]
+    if values and all(isinstance(v, int | float) for v in values):
+        if len(values) == 1:
+            picked = f"\tclass {classes[int(values[0] >= 0.5)]}" if len(classes) == 2 else ""
+            return f"{values[0]:.4f}{picked}"
+        best = max(range(len(values)), key=values.__getitem__)
+        name = classes[best] if len(classes) == len(values) else best
+        return f"class {name} ({values[best]:.4f})  " + " ".join(f"{v:.4f}" for v in values)
+    return json.dumps(prediction)
+
+
 def list_models(url: str, timeout: float = 10) -> list[str]:
     """KServe's GET /v1/models (TF Serving has no such list)."""
     return list(_request(url.rstrip("/") + "/v1/models", None, timeout)[0].get("models") or [])
