@@ -70,6 +70,9 @@ PARAMETERS = (
               "regression."),
     Parameter("key", str, "--key", {TABULAR: "", TABULAR_TUNED: ""},
               "Column whose hash assigns rows to splits; empty hashes the whole row."),
+    Parameter("split_column", str, "--split-column", {TABULAR: "", TABULAR_TUNED: ""},
+              "A column naming each row's split, as it is or mapped (case:Train=train,Test=eval); empty splits by "
+              "hash (key, splits)."),
     Parameter("splits", str, "--splits",
               {TABULAR: "train:2,eval:1", TABULAR_TUNED: "train:2,eval:1", IMAGES: "train:4,eval:1"},
               "Split weights, e.g. train:8,eval:1,test:1."),

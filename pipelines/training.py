@@ -39,7 +39,8 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
 
     store = p.lineage_store
     ingest_task = pod(IngestOp(data=p.data, label=p.label, key=p.key, splits=p.splits, data_format=p.data_format,
-                               image_size=p.image_size, task=p.task, lineage_store=store))
+                               image_size=p.image_size, task=p.task, split_column=p.split_column,
+                               lineage_store=store))
     validate_task = pod(ValidateOp(
         examples=ingest_task.outputs["examples"], schema_file=p.schema_file, allow_anomalies=p.allow_anomalies,
         skew_thresholds=p.skew_thresholds, drift_thresholds=p.drift_thresholds,

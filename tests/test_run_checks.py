@@ -211,6 +211,12 @@ def hyperparameters():
     ("--splits", "train:0,eval:1", "--splits 'train:0,eval:1': split 'train' needs a positive weight and a plain "
                                    "name"),
     ("--splits", "train:8,test:1", "--splits 'train:8,test:1': train and eval are required"),
+    ("--split-column", "kind", "--split-column 'kind': no column 'kind' in {data} (columns: id, x1, x2, color, "
+                               "species)"),
+    ("--split-column", "color:red", "--split-column 'color:red': 'red' is not VALUE=SPLIT with a plain split name"),
+    ("--split-column", "color:red=train", "--split-column 'color:red=train': the values must map to both train and "
+                                          "eval"),
+    ("--split-column", "species", "--split-column 'species': the label cannot be the split column"),
     ("--label", "Species", "--label Species: no such column in {data} (did you mean 'species'?)"),
     ("--label", "specie", "--label specie: no such column in {data} (did you mean 'species'?)"),
     ("--label", "kind", "--label kind: no such column in {data} (columns: id, x1, x2, color, species)"),
@@ -280,6 +286,14 @@ def test_a_data_file_auto_would_not_read_is_refused_before_the_run(inputs, tmp_p
     data.write_text("id,species\n1,a\n")
     line, seconds = _typed(*_args(inputs, data=str(data)))
     assert line == f"--data {data}: {error}"
+    assert seconds < BAD_ARGUMENT_SECONDS, seconds
+    assert not inputs["workdir"].exists()
+
+
+def test_a_split_column_and_a_key_are_refused_together(inputs):
+    line, seconds = _typed(*_args(inputs), "--split-column", "color", "--key", "id")
+    assert line == ("--key 'id' and --split-column 'color': give one of them (the split column names each row's "
+                    "split, the key's hash picks it)")
     assert seconds < BAD_ARGUMENT_SECONDS, seconds
     assert not inputs["workdir"].exists()
 

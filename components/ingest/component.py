@@ -19,14 +19,16 @@ def ingest(
     data_format: str = "auto",
     image_size: str = "",
     task: str = "auto",
+    split_column: str = "",
     lineage_store: str = "",
 ):
     """Read CSV/Parquet, an image folder, CIFAR-10 batches or TFRecords into gzip TFRecord shards per split.
 
     Rows are split by a deterministic hash of the `key` column (or of the whole row when empty; of the file
-    path for image folders, of the pixels for CIFAR-10). For classification the label is encoded as class ids
-    0..k-1 (sorted distinct values or class folder names, kept in the metadata as label_classes); for
-    regression it keeps its value, as a float. The task is recorded in the metadata for the later steps.
+    path for image folders, of the pixels for CIFAR-10), or by the split a `split_column` names. For
+    classification the label is encoded as class ids 0..k-1 (sorted distinct values or class folder names, kept in
+    the metadata as label_classes); for regression it keeps its value, as a float. The task is recorded in the
+    metadata for the later steps.
 
     Args:
         data: The input file or folder: a local path (on a cluster, a path on the step's mounted volume) or an
@@ -41,6 +43,9 @@ def ingest(
         task: auto, classification or regression. auto: a string (or boolean) label is classification; numbers
             with a non-integer value are regression; integers are classification with at most 20 distinct
             values, else regression. Images and CIFAR-10 are classification.
+        split_column: A column whose value names each row's split, as it is (train, eval...) or mapped
+            ("case:Train=train,Test=eval"); the column is no feature then, and splits and key are not used.
+            CSV and Parquet only; empty splits by hash.
         lineage_store: <shared>
 
     Returns:

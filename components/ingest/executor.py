@@ -22,7 +22,7 @@ from pathlib import Path
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
 from slipway.components.ingest.sources import ImageSource, RecordSource, TabularSource, open_source
-from slipway.components.ingest.splits import parse_splits
+from slipway.components.ingest.splits import SplitColumn, parse_split_column, parse_splits
 from slipway.core.artifacts import EXAMPLES_META, staged_output, write_json
 from slipway.core.errors import SlipwayError, option_name
 from slipway.core.storage import is_object_store, local_copy, local_path
@@ -41,6 +41,7 @@ def run(
     data_format: str = "auto",
     image_size: str = "",
     task: str = "auto",
+    split_column: str = "",
 ) -> dict:
     """Read `data`, write Split-<name>/ TFRecord shards under `output_dir`, return the artifact metadata.
 
@@ -49,35 +50,43 @@ def run(
     data_format: auto (detected, see sources.detect_format), csv, parquet, images, cifar10 or tfrecord. For images and
     cifar10, `label` names the output class-id feature (empty = "label") and image_size is "" or "HxW".
     task: auto (the rule in task.py), classification or regression; images and cifar10 are classification.
+    split_column: "COLUMN" or "COLUMN:VALUE=SPLIT,...": each CSV/Parquet row goes to the split its column's value
+    names (then splits and key are not used); "" splits by hash.
     """
     if is_object_store(data):
-        return _run_on_copy(data, output_dir, label, key, splits, rows_per_shard, data_format, image_size, task)
+        return _run_on_copy(data, output_dir, label, key, splits, rows_per_shard, data_format, image_size, task,
+                            split_column)
     task = requested_task(task)
     if rows_per_shard <= 0:
         raise SlipwayError(f"rows_per_shard {rows_per_shard}: must be positive")
-    weights = parse_splits(splits)
+    by_column = parse_split_column(split_column, option_name("split_column"))
+    if by_column and key:
+        raise SlipwayError(f"{option_name('key')} {key!r} and {by_column.what} {split_column!r}: give one of them "
+                           f"(the split column names each row's split, the key's hash picks it)")
+    weights = {} if by_column else parse_splits(splits)
     data_format = (data_format or "auto").strip().lower()
     if data_format not in DATA_FORMATS:
         raise SlipwayError(f"data_format '{data_format}': expected one of {', '.join(DATA_FORMATS)}")
     data = str(local_path(data, option_name("data"), object_stores=True))
     if not Path(data).exists():
         raise SlipwayError(f"data {data}: no such file or folder")
-    source = open_source(data, label, key, data_format, image_size, task)
-    return _write_splits(source, data, output_dir, weights, rows_per_shard)
+    source = open_source(data, label, key, data_format, image_size, task, by_column)
+    return _write_splits(source, data, output_dir, weights, rows_per_shard, by_column)
 
 
 def _run_on_copy(data: str, output_dir: str, label: str, key: str, splits: str | Mapping[str, int],
-                 rows_per_shard: int, data_format: str, image_size: str, task: str) -> dict:
+                 rows_per_shard: int, data_format: str, image_size: str, task: str, split_column: str) -> dict:
     """run on a local copy of object-store data, its sources named by the URI."""
     with local_copy(str(data), option_name("data")) as copy:
-        meta = run(str(copy), output_dir, label, key, splits, rows_per_shard, data_format, image_size, task)
+        meta = run(str(copy), output_dir, label, key, splits, rows_per_shard, data_format, image_size, task,
+                   split_column)
     for source in meta["sources"]:  # the raw data as the user named it, not the scratch copy
         source["path"] = str(data).rstrip("/") + source["path"][len(str(copy)):]
     return meta
 
 
 def _write_splits(source: ImageSource | RecordSource | TabularSource, data: str, output_dir: str,
-                  weights: dict[str, int], rows_per_shard: int) -> dict:
+                  weights: dict[str, int], rows_per_shard: int, by_column: SplitColumn | None = None) -> dict:
     """Write the source's examples to their splits' shards in a staged `output_dir`; the artifact metadata."""
     from slipway.components.ingest.shards import SplitShards
 
@@ -86,6 +95,8 @@ def _write_splits(source: ImageSource | RecordSource | TabularSource, data: str,
             for records, hashes in source.chunks():
                 shards.write(records, hashes)
             counts = shards.close()
+            if by_column:
+                by_column.check_counts(counts)
             empty = [name for name, count in counts.items() if not count]
             if empty:
                 raise SlipwayError(

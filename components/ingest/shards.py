@@ -33,11 +33,14 @@ class SplitShards:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def write(self, records: Sequence[bytes], hashes: Sequence[int]) -> None:
-        """Append records whose split hashes are `hashes`: split = buckets[hash % len(buckets)]."""
+    def write(self, records: Sequence[bytes], routes: Sequence[int | str]) -> None:
+        """Append records to their splits: a route is a split hash (split = buckets[hash % len(buckets)]) or, from
+        a split column, the split's name."""
         buckets = self.buckets
-        for record, row_hash in zip(records, hashes, strict=True):
-            name = buckets[row_hash % len(buckets)]
+        for record, route in zip(records, routes, strict=True):
+            name = route if isinstance(route, str) else buckets[route % len(buckets)]
+            if name not in self.counts:  # a split column's split, met first here
+                self.counts[name], self._shards[name] = 0, []
             writer = self._writers.get(name)
             if writer is None or self.counts[name] % self.rows_per_shard == 0:
                 writer = self._next_shard(name)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from slipway.components.ingest import csv_shape
 from slipway.components.ingest.csv_shape import PARQUET_SUFFIXES
-from slipway.components.ingest.splits import hashed_chunks
+from slipway.components.ingest.splits import SplitColumn, hashed_chunks
 from slipway.components.ingest.tabular import read_tabular
 from slipway.core.errors import SlipwayError
 from slipway.core.tasks import CLASSIFICATION, REGRESSION
@@ -49,7 +49,7 @@ def detect_format(data: str) -> str:
 
 
 def open_source(data: str, label: str, key: str, data_format: str, image_size: str,
-                task: str) -> ImageSource | RecordSource | TabularSource:
+                task: str, split_column: SplitColumn | None = None) -> ImageSource | RecordSource | TabularSource:
     """The source of `data` in `data_format` (auto: detect_format), after the checks of the options that depend
     on the format (one-line errors).
 
@@ -60,11 +60,15 @@ def open_source(data: str, label: str, key: str, data_format: str, image_size: s
         data_format: auto, csv, parquet, images, cifar10 or tfrecord (already lower-cased and checked).
         image_size: "" or "HxW" (images and cifar10 only).
         task: auto, classification or regression (already checked).
+        split_column: the column naming each row's split (CSV and Parquet only), or None: split by hash.
 
     Returns:
         The source; its `label` is the feature the examples hold the label in.
     """
     fmt = detect_format(data) if data_format == "auto" else data_format
+    if split_column and fmt not in ("csv", "parquet"):
+        raise SlipwayError(f"{split_column.what} {split_column.spec!r}: only CSV and Parquet data have columns to "
+                           f"split by (data is {fmt}); leave it empty")
     if image_size and fmt not in ("images", "cifar10"):
         raise SlipwayError(f"image_size {image_size!r}: only applies to images and cifar10 data (data is {fmt})")
     if fmt in ("images", "cifar10"):
@@ -76,7 +80,7 @@ def open_source(data: str, label: str, key: str, data_format: str, image_size: s
         return ImageSource(data, image_label_name(label), key, fmt, image_size)
     if fmt == "tfrecord":
         return RecordSource(data, label, key, auto=data_format == "auto", task=task)
-    return TabularSource(data, label, key, data_format, task)
+    return TabularSource(data, label, key, data_format, task, split_column)
 
 
 class ImageSource:
@@ -138,8 +142,10 @@ class RecordSource:
 class TabularSource:
     """CSV and Parquet files after their first pass (tabular.read_tabular)."""
 
-    def __init__(self, data: str, label: str, key: str, data_format: str, task: str) -> None:
-        self.input = read_tabular(data, label, key, data_format, task)
+    def __init__(self, data: str, label: str, key: str, data_format: str, task: str,
+                 split_column: SplitColumn | None = None) -> None:
+        self.input = read_tabular(data, label, key, data_format, task, split_column)
+        self.split_column = split_column
         self.label = label
         files = [scan.path for scan in self.input.scans]
         if data_format == "auto":

@@ -1,12 +1,15 @@
-"""Split assignment: the split weights, and the stable hashes that send each row to its split.
+"""Split assignment: the split weights, and the stable hashes that send each row to its split; or a split column.
 
 A row's split is its hash modulo the weights' buckets (shards.SplitShards), so a hash must be the same on every
-run and machine: pandas' fixed-key hash, of the key column or of the whole row.
+run and machine: pandas' fixed-key hash, of the key column or of the whole row. A data set that carries its own
+split (a column of Train/Test values) names each row's split instead (SplitColumn, as TFX's ExampleGen does with a
+partition feature): the weights and the key are not used then.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from slipway.core.errors import SlipwayError
@@ -79,3 +82,66 @@ def hashed_chunks(pairs: Iterable[tuple[bytes, object]], size: int = SLICE_ROWS)
             records, keys = [], []
     if records:
         yield records, stable_hashes(keys)
+
+
+@dataclass
+class SplitColumn:
+    """Rows go to the split their `column`'s value names: the value as it is (a plain name), or through `mapping`
+    (value -> split name). `spec` and `what` are how errors name the setting (`--split-column 'case'`)."""
+
+    column: str
+    mapping: dict[str, str]
+    spec: str
+    what: str
+    _known: dict = field(default_factory=dict, repr=False)  # value -> split, for values already seen
+
+    def splits_of(self, values: Iterable) -> list[str]:
+        """The split of each row, from its value in the column (one line for a missing or unknown value)."""
+        known = self._known
+        return [known[value] if value in known else self._split_of(value) for value in values]
+
+    def _split_of(self, value) -> str:
+        if value is None or value == "":
+            raise SlipwayError(f"{self.what} {self.spec!r}: a row has no value in column '{self.column}' (every "
+                               f"row needs its split)")
+        text = str(value)
+        if self.mapping:
+            if text not in self.mapping:
+                raise SlipwayError(f"{self.what} {self.spec!r}: value {text!r} of column '{self.column}' maps to "
+                                   f"no split (mapped: {', '.join(self.mapping)})")
+            split = self.mapping[text]
+        elif text.isidentifier():
+            split = text
+        else:
+            raise SlipwayError(f"{self.what} {self.spec!r}: value {text!r} of column '{self.column}' is no plain "
+                               f"split name; map the values, e.g. {self.column}:{text}=train")
+        self._known[value] = split
+        return split
+
+    def check_counts(self, counts: Mapping[str, int]) -> None:
+        """train and eval must both get rows (the later steps read them)."""
+        missing = [name for name in ("train", "eval") if not counts.get(name)]
+        if missing:
+            seen = ", ".join(f"{name} {count}" for name, count in counts.items()) or "none"
+            example = f"{self.column}:Train=train,Test=eval"
+            raise SlipwayError(f"{self.what} {self.spec!r}: no row goes to split '{missing[0]}' (rows per split: "
+                               f"{seen}); the values must name train and eval, or map to them (e.g. {example})")
+
+
+def parse_split_column(spec: str, what: str = "split_column") -> SplitColumn | None:
+    """'case' or 'case:Train=train,Test=eval' -> a SplitColumn; '' -> None (split by hash)."""
+    spec = (spec or "").strip()
+    if not spec:
+        return None
+    column, _, pairs = spec.partition(":")
+    if not column.strip():
+        raise SlipwayError(f"{what} {spec!r}: name the column first, e.g. case or case:Train=train,Test=eval")
+    mapping = {}
+    for part in filter(None, (p.strip() for p in pairs.split(","))):
+        value, equals, split = (piece.strip() for piece in part.partition("="))
+        if not equals or not value or not split.isidentifier():
+            raise SlipwayError(f"{what} {spec!r}: '{part}' is not VALUE=SPLIT with a plain split name")
+        mapping[value] = split
+    if pairs.strip() and not {"train", "eval"} <= set(mapping.values()):
+        raise SlipwayError(f"{what} {spec!r}: the values must map to both train and eval")
+    return SplitColumn(column.strip(), mapping, spec, what)

@@ -17,7 +17,7 @@ def run(arguments: dict[str, Any]) -> None:
     with Step("ingest", parameters(a), a["lineage_store"], fact=fact) as step:
         meta = executor.run(a["data"], examples.path, a["label"], key=a["key"], splits=a["splits"],
                             rows_per_shard=a["rows_per_shard"], data_format=a["data_format"],
-                            image_size=a["image_size"], task=a["task"])
+                            image_size=a["image_size"], task=a["task"], split_column=a["split_column"])
         for source in meta["sources"]:  # an image folder is one source: the folder with its tree hash
             step.input_file("data", "RawData", source["path"], sha256=source["sha256"])
         step.output("examples", "Examples", examples, meta)

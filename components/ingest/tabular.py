@@ -17,7 +17,7 @@ from slipway.components.ingest.csv_reader import csv_batches, open_csv, scan_csv
 from slipway.components.ingest.examples import python_values, serialize_columns
 from slipway.components.ingest.file_scan import FileScan
 from slipway.components.ingest.parquet_reader import open_parquet, parquet_batches, scan_parquet
-from slipway.components.ingest.splits import SLICE_ROWS, row_hashes
+from slipway.components.ingest.splits import SLICE_ROWS, SplitColumn, row_hashes
 from slipway.components.ingest.task import LabelSummary, TaskChoice, as_number, decide_task
 from slipway.core.errors import SlipwayError, option_name
 from slipway.core.tasks import CLASSIFICATION, REGRESSION
@@ -75,6 +75,7 @@ class TabularInput:
     choice: TaskChoice
     classes: list | None  # classification: the sorted distinct label values; regression: None
     summary: LabelSummary
+    split_column: SplitColumn | None = None  # rows go to the split it names (no feature of the examples)
 
     def meta(self) -> dict:
         classes = self.classes
@@ -84,41 +85,60 @@ class TabularInput:
                         for name, kind in self.types.items()},
             "rows_read": self.summary.rows,
             "rows_missing_label": self.summary.rows - self.summary.present,
-            "split_key": self.key or "(whole row)",
+            **({"split_column": self.split_column.column, "split_mapping": self.split_column.mapping}
+               if self.split_column else {"split_key": self.key or "(whole row)"}),
             "sources": [{"path": str(s.path), "sha256": s.sha256, "bytes": s.path.stat().st_size,
                          **s.shape.source_meta()} for s in self.scans],
         }
 
-    def chunks(self) -> Iterator[tuple[list[bytes], list[int]]]:
-        """The second pass: (serialized examples, their split hashes) per slice of rows, rows without a label
-        left out."""
+    def chunks(self) -> Iterator[tuple[list[bytes], list[int] | list[str]]]:
+        """The second pass: (serialized examples, their split hashes or, with a split column, split names) per
+        slice of rows, rows without a label left out."""
         names = list(self.types)
         class_id = {value: index for index, value in enumerate(self.classes or [])}
         for scan in self.scans:
             hashed = [self.key] if self.key else sorted(scan.names)
             widen = [name for name in names if self.types[name] == "float" and scan.types[name] == "int"]
             for batch in converted_batches(scan):
-                hashes = row_hashes(batch, hashed, scan.nullable)
+                if self.split_column:
+                    routes = self.split_column.splits_of(python_values(batch.column(self.split_column.column)))
+                else:
+                    routes = row_hashes(batch, hashed, scan.nullable).tolist()
                 columns = {name: python_values(batch.column(name)) for name in names}
                 for name in widen:
                     columns[name] = [None if v is None else float(v) for v in columns[name]]
                 if self.classes is None:
                     columns[self.label] = [None if v is None else as_number(v) for v in columns[self.label]]
                 records, kept = serialize_columns(columns, self.types, self.label, class_id)
-                yield records, hashes[kept].tolist()
+                yield records, [routes[index] for index in kept]
 
 
-def read_tabular(data: str, label: str, key: str, data_format: str, task: str = "auto") -> TabularInput:
+def read_tabular(data: str, label: str, key: str, data_format: str, task: str = "auto",
+                 split_column: SplitColumn | None = None) -> TabularInput:
     """The first pass over every file, then the decisions that need all of them (one-line errors)."""
     files = find_input_files(data, data_format)
     scans = [scan_file(f, key, data_format, label, parse_text_label=task == REGRESSION) for f in files]
     types = _merged_types(scans)
     check_label_column(data, types, label)
+    if split_column:
+        _take_split_column(data, types, label, split_column)
     summary = LabelSummary.merged([s.label for s in scans], types[label])
     choice = decide_task(summary, task, label, data)
     classes = label_classes_of(data, label, summary.distinct()) if choice.task == CLASSIFICATION else None
     return TabularInput(data=data, scans=scans, label=label, key=key, types=types, choice=choice, classes=classes,
-                        summary=summary)
+                        summary=summary, split_column=split_column)
+
+
+def _take_split_column(data: str, types: dict[str, str], label: str, split_column: SplitColumn) -> None:
+    """The split column is checked and taken out of the columns: it says where a row goes, it is no feature (a
+    model that saw it would learn the split)."""
+    where = f"{split_column.what} {split_column.spec!r}"
+    if split_column.column not in types:
+        raise SlipwayError(f"{where}: no column '{split_column.column}' in data {data} (columns: "
+                           f"{', '.join(types)})")
+    if split_column.column == label:
+        raise SlipwayError(f"{where}: the label cannot be the split column")
+    del types[split_column.column]
 
 
 def _merged_types(scans: list[FileScan]) -> dict[str, str]:

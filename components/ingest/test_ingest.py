@@ -202,3 +202,62 @@ def test_object_store_data_reads_like_the_local_file_and_is_named_by_its_uri(csv
         step.input_file("data", "RawData", source["path"], sha256=source["sha256"])  # as component.py records it
     assert step.inputs[0].uri == "s3://slipway-test/raw/data.csv"  # not made a local path
     assert not (tmp_path / "missing").exists()
+
+
+def _with_case(rows: str, case_of) -> str:
+    """The rows with a `case` column (a split the data set carries) before the label."""
+    lines = [line.rsplit(",", 1) for line in rows.splitlines()]
+    return "".join(f"{head},{case_of(int(head.split(',')[0]))},{label}\n" for head, label in lines)
+
+
+def test_a_split_column_sends_each_row_to_the_split_it_names_mapped_or_as_it_is(tmp_path: Path):
+    path = tmp_path / "cased.csv"
+    path.write_text("id,age,income,city,case,label\n" + _with_case(rows_csv(90), lambda i: "Test" if i % 3 == 0
+                                                                   else "Train"))
+    out = tmp_path / "mapped"
+    meta = executor.run(str(path), str(out), label="label", split_column="case:Train=train,Test=eval")
+    assert meta["splits"] == {"train": 60, "eval": 30}  # exactly the column's rows, no hash involved
+    assert meta["split_column"] == "case" and meta["split_mapping"] == {"Train": "train", "Test": "eval"}
+    assert "case" not in meta["columns"] and "split_key" not in meta
+    evaluated = read_examples(out, "eval")
+    assert sorted(e.features.feature["id"].int64_list.value[0] for e in evaluated) == list(range(0, 90, 3))
+    assert all("case" not in e.features.feature for e in evaluated + read_examples(out, "train"))
+    # values used as they are: three splits, test among them
+    path.write_text("id,age,income,city,case,label\n" + _with_case(rows_csv(90), lambda i: ["train", "eval",
+                                                                                           "test"][i % 3]))
+    meta = executor.run(str(path), str(tmp_path / "as-is"), label="label", split_column="case")
+    assert meta["splits"] == {"train": 30, "eval": 30, "test": 30}
+
+
+@pytest.mark.parametrize(("case_of", "spec", "error"), [
+    (lambda i: "Val" if i == 40 else "Train" if i % 2 else "Test", "case:Train=train,Test=eval",
+     "split_column 'case:Train=train,Test=eval': value 'Val' of column 'case' maps to no split (mapped: Train, "
+     "Test)"),
+    (lambda i: "Train" if i % 2 else "Test", "case",
+     "split_column 'case': no row goes to split 'train' (rows per split: Test 45, Train 45); the values must name "
+     "train and eval, or map to them (e.g. case:Train=train,Test=eval)"),
+    (lambda i: "" if i == 7 else "train" if i % 2 else "eval", "case",
+     "split_column 'case': a row has no value in column 'case' (every row needs its split)"),
+    (lambda i: "hold out" if i == 3 else "train" if i % 2 else "eval", "case",
+     "split_column 'case': value 'hold out' of column 'case' is no plain split name; map the values, e.g. "
+     "case:hold out=train"),
+    (lambda i: "train", "kase", "split_column 'kase': no column 'kase' in data {data} (columns: id, age, income, "
+                                "city, case, label)"),
+    (lambda i: "train", "label", "split_column 'label': the label cannot be the split column"),
+])
+def test_a_split_column_problem_is_one_line_and_leaves_nothing(tmp_path: Path, case_of, spec, error):
+    path = tmp_path / "cased.csv"
+    path.write_text("id,age,income,city,case,label\n" + _with_case(rows_csv(90), case_of))
+    out = tmp_path / "examples"
+    with pytest.raises(SlipwayError) as info:
+        executor.run(str(path), str(out), label="label", split_column=spec)
+    assert str(info.value) == error.format(data=path)
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".examples")]
+
+
+def test_a_split_column_with_a_key_or_on_records_is_refused(tmp_path: Path, csv_file: Path):
+    with pytest.raises(SlipwayError, match=r"^key 'id' and split_column 'city': give one of them"):
+        executor.run(str(csv_file), str(tmp_path / "o"), label="label", key="id", split_column="city")
+    with pytest.raises(SlipwayError, match=r"^split_column 'city:paris=train': the values must map to both train "
+                                           r"and eval$"):
+        executor.run(str(csv_file), str(tmp_path / "o"), label="label", split_column="city:paris=train")

@@ -63,6 +63,9 @@ def _add_data_flags(run: argparse.ArgumentParser) -> None:
                     "are regression; integers are classification with at most 20 distinct values, else regression. "
                     "classification or regression override that (tabular pipeline; images are classification)")
     _parameter(run, "key", default="", help="column whose hash assigns rows to splits (default: whole row)")
+    _parameter(run, "split_column", default="", metavar="COLUMN[:VALUE=SPLIT,...]",
+               help="a column naming each row's split, as it is or mapped, e.g. case:Train=train,Test=eval (the "
+                    "column is no feature; --key and --splits are not used)")
     _parameter(run, "splits", help="split weights, e.g. train:8,eval:1,test:1 (default train:2,eval:1; "
                                    "images train:4,eval:1)")
     _parameter(run, "schema_file", default="", help="curated schema.pbtxt to validate against (default: infer)")

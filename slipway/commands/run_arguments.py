@@ -60,6 +60,7 @@ def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module
     if not images:
         check_data_name(data, args.data_format)
         check_label(data, label, args.data_format)
+        check_split_column(args, data, label)
     check_workdir(Path(args.workdir))
 
 
@@ -191,6 +192,27 @@ def check_label(data: Path, label: str, data_format: str) -> None:
     hint = f"did you mean '{close[0]}'?" if close else f"columns: {', '.join(header[:12])}"
     more = ", ..." if not close and len(header) > 12 else ""
     raise SlipwayError(f"--label {label}: no such column in {file} ({hint}{more})")
+
+
+def check_split_column(args: argparse.Namespace, data: Path, label: str) -> None:
+    """--split-column's form, that --key is not given with it, and its column in the CSV header (ingest checks
+    the values)."""
+    from slipway.components.ingest.splits import parse_split_column
+
+    by_column = parse_split_column(args.split_column, RUN_FLAGS["split_column"])
+    if by_column is None:
+        return
+    where = f"{by_column.what} {by_column.spec!r}"
+    if args.key:
+        raise SlipwayError(f"{RUN_FLAGS['key']} {args.key!r} and {where}: give one of them (the split column names "
+                           f"each row's split, the key's hash picks it)")
+    if by_column.column == label:
+        raise SlipwayError(f"{where}: the label cannot be the split column")
+    file = _first_csv_file(data, args.data_format)
+    header = _header(file) if file else None
+    if header and by_column.column not in header:
+        raise SlipwayError(f"{where}: no column '{by_column.column}' in {file} (columns: {', '.join(header[:12])}"
+                           f"{', ...' if len(header) > 12 else ''})")
 
 
 def _first_csv_file(data: Path, data_format: str) -> Path | None:

@@ -20,7 +20,7 @@ from slipway.pipelines.settings import RUN_FLAGS
 SLIPWAY_ERRORS = {cls.__name__: cls for cls in vars(errors).values()
                   if isinstance(cls, type) and issubclass(cls, SlipwayError)}
 # The parameters only one kind of pipeline takes, passed as given.
-TABULAR_ONLY = ("key", "skew_thresholds", "drift_thresholds", "task")
+TABULAR_ONLY = ("key", "split_column", "skew_thresholds", "drift_thresholds", "task")
 IMAGES_ONLY = ("data_format", "image_size")
 
 
@@ -106,6 +106,8 @@ def _check_flags(args: Any, data: Path, label: str, module: Path, images: bool) 
     run_arguments.check_run_arguments(args, data, label, module, images)
     if args.search_spec and images:
         raise SlipwayError(f"{RUN_FLAGS['search_spec']}: tuning runs with the tabular pipeline for now")
+    if images and args.split_column:
+        raise SlipwayError(f"{RUN_FLAGS['split_column']}: the images pipeline splits by hash (no columns)")
     if images and args.task == "regression":
         raise SlipwayError("--task regression: the images pipeline is classification (one class per folder)")
     if not images and (args.data_format not in ("auto", "csv", "parquet") or args.image_size):
