@@ -132,6 +132,9 @@ def _fifo_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     workdir = tmp_path / "out"
     (workdir / "tmp").mkdir(parents=True)
     (workdir / "tmp" / "left-by-a-killed-run").write_text("stale")
+    (workdir / "train" / ".model.tmp-k9x2w1qz").mkdir(parents=True)  # a killed run's staging folder and file
+    (workdir / "train" / ".model.tmp-k9x2w1qz" / "saved_model.pb").write_text("half")
+    (workdir / ".summary.json.tmp-3fh8a0lp").write_text("{")
     command = [sys.executable, "-m", "slipway.cli", "run", "--data", str(data), "--label", "big_tipper",
                "--module", str(taxi.taxi_module()), "--data-format", "csv", "--workdir", str(workdir)]
     # Its own session: the signal goes to the CLI process alone, not to the steps (a terminal sends it to all).
@@ -217,6 +220,8 @@ def test_a_signal_to_the_cli_alone_stops_every_step_process_and_writes_the_summa
     assert summary["steps"]["train"]["status"] == "not_run"
     assert _running(processes) == []
     assert list((workdir / "tmp").iterdir()) == []  # the stale file and the run's own scratch space are gone
+    assert list((workdir / "train").iterdir()) == [] and not list(workdir.glob(".*.tmp-*"))
+    assert f"run: removed 2 unfinished output(s) an interrupted run left in {workdir}" in out
 
 
 def test_the_summary_shows_the_first_prediction_as_predict_does(tmp_path, capsys):

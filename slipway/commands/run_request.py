@@ -46,10 +46,13 @@ def request_from(args: Any, warm: Any = None) -> RunRequest:
     request = plan(args)
     _import_pipeline(request, args, warm)
     from slipway.commands import run_arguments
-    from slipway.local.workdir_claim import claim_workdir
+    from slipway.local.workdir_claim import claim_workdir, remove_leftovers
 
     run_arguments.create_workdir(request.workdir)
     request.claim = claim_workdir(request.workdir)
+    leftovers = remove_leftovers(request.workdir)
+    if leftovers:
+        print(f"run: removed {len(leftovers)} unfinished output(s) an interrupted run left in {request.workdir}")
     if args.runner == "podman":
         request.arguments, request.containers = _containers(request.arguments, request.workdir)
     return request

@@ -52,3 +52,19 @@ def test_checking_a_workdir_writes_nothing(tmp_path):
     check_unclaimed(tmp_path)
     check_unclaimed(tmp_path / "missing")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_only_staging_leftovers_are_removed(tmp_path):
+    from slipway.local.workdir_claim import remove_leftovers
+
+    (tmp_path / "examples" / ".examples.tmp-a1b2c3d4" / "Split-train").mkdir(parents=True)
+    (tmp_path / "examples" / "Split-train").mkdir()
+    (tmp_path / "examples" / "examples_meta.json").write_text("{}")
+    (tmp_path / ".metadata.sqlite.tmp-zz99yy88").write_text("")
+    kept = [tmp_path / ".slipway-run", tmp_path / ".model.tmp-short", tmp_path / "model.tmp-a1b2c3d4"]
+    for path in kept:
+        path.write_text("")
+    removed = remove_leftovers(tmp_path)
+    assert sorted(p.name for p in removed) == [".examples.tmp-a1b2c3d4", ".metadata.sqlite.tmp-zz99yy88"]
+    assert all(path.exists() for path in kept)
+    assert sorted(p.name for p in (tmp_path / "examples").iterdir()) == ["Split-train", "examples_meta.json"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
+import shutil
 import time
 from pathlib import Path
 from typing import IO
@@ -18,6 +20,8 @@ from typing import IO
 from slipway.core.errors import SlipwayError
 
 CLAIM_FILE = ".slipway-run"
+# What slipway.core.artifacts' staging leaves when its process is killed: `.NAME.tmp-XXXXXXXX` (mkdtemp/mkstemp).
+LEFTOVER = re.compile(r"\..+\.tmp-[A-Za-z0-9_]{8}")
 
 
 def _refusal(workdir: Path, holder: str) -> SlipwayError:
@@ -60,3 +64,19 @@ def claim_workdir(workdir: Path) -> IO[str]:
     handle.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
     handle.flush()
     return handle
+
+
+def remove_leftovers(workdir: Path) -> list[Path]:
+    """Remove the staging folders and files a killed run left in the workdir (never complete artifacts: a step
+    moves its output into place only once it is whole). Only the run that holds the claim may: no other writes
+    there. Returns what was removed."""
+    removed = []
+    for folder, dirs, files in os.walk(workdir):
+        for name in [n for n in dirs if LEFTOVER.fullmatch(n)]:
+            dirs.remove(name)
+            shutil.rmtree(Path(folder, name), ignore_errors=True)
+            removed.append(Path(folder, name))
+        for name in filter(LEFTOVER.fullmatch, files):
+            Path(folder, name).unlink(missing_ok=True)
+            removed.append(Path(folder, name))
+    return removed
