@@ -30,9 +30,11 @@ def run(arguments: dict[str, Any]) -> None:
 
 
 def fact(outputs: dict, params: dict) -> str:
-    """Steps, workers and the last epoch's validation metrics."""
+    """Steps, workers, the epoch a rerun resumed after, and the last epoch's validation metrics."""
     meta = outputs["model"]
     metrics = meta.get("metrics") or {}
     text = f"{meta.get('train_steps')} steps on {meta.get('workers')} worker(s)"
+    if meta.get("resumed_after_epoch"):
+        text += f", resumed after epoch {meta['resumed_after_epoch']} (a checkpoint of an interrupted run)"
     shown = metrics_text({k.removeprefix("val_"): v for k, v in metrics.items() if k.startswith("val_")})
     return text + (f"; validation {shown}" if shown else "")

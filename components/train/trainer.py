@@ -205,6 +205,10 @@ def _fit(model, hvd, hparams: dict, plan, train_ds, eval_ds, tensorboard_dir: st
         callbacks.append(_CheckpointEachEpoch(checkpoint, manager, rank))
     if initial_epoch:
         print(f"train: rank {rank} resumes after epoch {initial_epoch} from {manager.latest_checkpoint}", flush=True)
+        # The data where the interrupted run was: its batches so far passed over (the shuffle's order is a function
+        # of the seed and the pass), so the epochs left see what they saw in an uninterrupted run, and the weights
+        # and optimizer state come from the checkpoint: the resumed model is the uninterrupted one.
+        train_ds = train_ds.skip(initial_epoch * plan.steps_per_epoch)
     history = model.fit(train_ds, validation_data=eval_ds, epochs=hparams["epochs"], initial_epoch=initial_epoch,
                         steps_per_epoch=plan.steps_per_epoch, validation_steps=plan.validation_steps or None,
                         callbacks=callbacks, verbose=0)
