@@ -12,8 +12,9 @@ from typing import Any
 from slipway.core.lineage import CONTENT_HASH, StepRecord
 from slipway.core.step_facts import decoded
 
-# Output properties that say how a step ran (besides the environment every step records).
-SETUP_PROPERTIES = ("beam", "hyperparameters", "workers")
+# Output properties that say how a step ran (besides the environment every step records); resumed_after_epoch:
+# train went on from an interrupted run's checkpoint (the same model either way, but a reader should know).
+SETUP_PROPERTIES = ("beam", "hyperparameters", "workers", "resumed_after_epoch")
 
 
 @dataclass

@@ -58,6 +58,18 @@ def test_identical_runs_and_the_first_divergence_with_what_differed(tmp_path: Pa
            "for that reason alone" in lines
 
 
+def test_a_resumed_training_is_named_even_when_the_model_is_the_same(tmp_path: Path):
+    store = lineage.open_store(lineage.sqlite_uri(tmp_path / "m.sqlite"))
+    for run_id, resumed in (("whole", 0), ("resumed", 3)):
+        store.record_step(_step(run_id, "train", {"model": ("Model", "m" * 64)}, hyperparameters={"seed": 42},
+                                resumed_after_epoch=resumed))
+    comparison = compare_runs(store.run_steps("whole"), store.run_steps("resumed"))
+    assert comparison.identical and comparison.setup_differences == ["train resumed_after_epoch: 0 vs 3"]
+    lines = format_comparison(comparison, "whole", "resumed")
+    assert lines[-3:] == ["identical: every hashed output has the same content in both runs",
+                          "how the runs differed:", "  train resumed_after_epoch: 0 vs 3"]
+
+
 def test_a_step_only_one_run_has_is_a_difference(tmp_path: Path):
     store = lineage.open_store(lineage.sqlite_uri(tmp_path / "m.sqlite"))
     _record_run(store, "a", "1" * 64)
