@@ -356,9 +356,13 @@ def run(
     ctx = {
         "examples_dir": str(examples_dir), "schema_source": source, "schema_file": schema_file,
         "allowed": bool(allow_anomalies), "anomalies": anomalies, "splits": counts, "label": meta.get("label"),
-        "skew": skew, "drift": drift, "default_drift": default_drift, "features": report.feature_rows(schema, stats),
+        "skew": skew, "drift": drift, "default_drift": default_drift,
+        "features": report.feature_rows(schema, stats, meta.get("label"), meta.get("label_classes")),
     }
-    ctx["distributions"] = report.distributions(stats, [row["feature"] for row in ctx["features"]])
+    identifiers = [row["feature"] for row in ctx["features"] if row.get("identifier")]
+    # no chart for an identifier: a bar per value says nothing (its table row says what it is)
+    ctx["distributions"] = report.distributions(stats, [row["feature"] for row in ctx["features"]
+                                                        if row["feature"] not in identifiers])
     _write_reports(report_dir, ctx, anomalies, allow_anomalies)
     _write_schema(schema_dir, schema, ctx, anomalies, allow_anomalies, examples_dir, report_dir)
     return {
@@ -368,6 +372,7 @@ def run(
         "anomaly_count": len(anomalies),
         "schema_source": source,
         "blessed": not anomalies,
+        "identifier_like": identifiers,
         **how,
     }
 

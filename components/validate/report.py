@@ -23,14 +23,19 @@ from slipway.core import charts
 HISTOGRAM_BINS = 10  # TFDV's own histograms have 10 buckets: finer shared bins would only spread them thinner
 TOP_VALUES = 10  # categories drawn per categorical feature (the most frequent in any split)
 CHART_WIDTH = 380  # three charts a row in a 1280 px window
+# A text feature with a value (nearly) per row is an identifier (a name, an id): nothing a model can learn from, and
+# a bar per value would say nothing. At least this many distinct values, at least this share of the rows.
+IDENTIFIER_MIN_UNIQUE, IDENTIFIER_SHARE = 20, 0.9
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Facts from the statistics
 
 
-def feature_rows(schema, stats: dict) -> list[dict]:
-    """Per feature: type and, per split, missing fraction and mean (numeric) or unique count (categorical)."""
+def feature_rows(schema, stats: dict, label: str | None = None, classes: list | None = None) -> list[dict]:
+    """Per feature: type and, per split, missing fraction and mean (numeric) or unique count (categorical); the
+    label of a classification (classes: its class names) by its classes, not a mean of class ids; an
+    identifier-like text feature (row["identifier"]) flagged."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     type_names = {schema_pb2.INT: "int", schema_pb2.FLOAT: "float", schema_pb2.BYTES: "string",
@@ -61,15 +66,26 @@ def feature_rows(schema, stats: dict) -> list[dict]:
             common = getattr(fs, which).common_stats if which else None
             n = info["n"]
             missing = (common.num_missing / n) if (common is not None and n) else None
-            if which == "num_stats":
+            if name == label and classes:
+                shown = ", ".join(str(c) for c in classes[:6]) + (", ..." if len(classes) > 6 else "")
+                value, row["type"] = f"{len(classes)} classes ({shown})", "class id"
+            elif which == "num_stats":
                 value = f"mean {fs.num_stats.mean:.4g}"
             elif which == "string_stats":
                 value = f"{fs.string_stats.unique} unique"
+                if identifier_like(fs.string_stats.unique, n - (common.num_missing if common else 0)):
+                    row["identifier"] = True
+                    value += " (identifier-like: a value per row)"
             else:
                 value = ""
             row["splits"][split] = {"missing": missing, "value": value}
         rows.append(row)
     return rows
+
+
+def identifier_like(unique: int, present: int) -> bool:
+    """Whether a text feature with `unique` distinct values over `present` rows looks like an identifier."""
+    return unique >= IDENTIFIER_MIN_UNIQUE and present > 0 and unique / present >= IDENTIFIER_SHARE
 
 
 def distributions(stats: dict, features: list[str]) -> list[dict]:

@@ -9,6 +9,7 @@ import shutil
 from typing import Any
 
 from slipway.core.step import Step, parameters
+from slipway.core.step_facts import decoded
 
 
 def run(arguments: dict[str, Any]) -> None:
@@ -43,11 +44,18 @@ def run(arguments: dict[str, Any]) -> None:
 
 
 def fact(outputs: dict, params: dict) -> str:
-    """Features, where the schema came from, and the anomalies allowed."""
+    """Features, where the schema came from, the anomalies allowed, and identifier-like features."""
     meta = outputs["anomalies"]
     count = int(meta.get("anomaly_count") or 0)
     text = f"{meta.get('num_features')} features, schema {meta.get('schema_source')}, "
     if not count:
-        return text + "no anomalies"
-    names = sorted({a.get("feature", "?") if isinstance(a, dict) else str(a) for a in meta.get("anomalies") or []})
-    return text + f"{count} anomalies ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}), allowed"
+        text += "no anomalies"
+    else:
+        names = sorted({a.get("feature", "?") if isinstance(a, dict) else str(a)
+                        for a in meta.get("anomalies") or []})
+        text += f"{count} anomalies ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}), allowed"
+    identifiers = decoded(meta.get("identifier_like")) or []
+    if identifiers:
+        text += (f"; identifier-like (a value per row, nothing to learn from: drop it or use it as the split key): "
+                 f"{', '.join(identifiers)}")
+    return text

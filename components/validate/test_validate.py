@@ -74,7 +74,7 @@ def test_clean_data_passes_and_writes_tfx_layout(data, tmp_path, capsys):
     result = executor.run(data["clean"], **outs, beam_pipeline_args=[])  # the KFP parameter's default: no Beam
 
     assert result == {"splits": {"train": 200, "eval": 100}, "num_features": 4, "anomalies": [],
-                      "anomaly_count": 0, "schema_source": "inferred", "blessed": True,
+                      "anomaly_count": 0, "schema_source": "inferred", "blessed": True, "identifier_like": [],
                       "statistics_path": "in_process", "beam": None}
     assert "[slipway] validate statistics of train, eval in process (fast path)" in capsys.readouterr().out
     for split, n in (("train", 200), ("eval", 100)):
@@ -100,6 +100,26 @@ def test_clean_data_passes_and_writes_tfx_layout(data, tmp_path, capsys):
     assert "8.0%" in md
     # no staging folders are left next to the outputs
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report_dir", "schema_dir", "statistics_dir"]
+
+
+def test_an_identifier_is_flagged_and_the_label_shown_as_its_classes(tmp_path):
+    from slipway.components.validate.step import fact
+
+    def rows(n, seed, first):
+        return [{**row, "rider": f"rider-{first + i}"} for i, row in enumerate(_rows(n, seed))]
+
+    examples = write_examples(tmp_path / "examples", {"train": rows(200, 1, 0), "eval": rows(100, 2, 200)}, "label",
+                              ["stayed", "tipped"], {**COLUMNS, "rider": "string"})
+    result = executor.run(str(examples), **_outs(tmp_path), beam_pipeline_args=[])
+    assert result["identifier_like"] == ["rider"]  # 'company' (3 values) is no identifier
+    line = fact({"anomalies": result}, {})
+    assert line.endswith("; identifier-like (a value per row, nothing to learn from: drop it or use it as the split "
+                         "key): rider")
+    page = (tmp_path / "report_dir" / "report.html").read_text()
+    assert "200 unique (identifier-like: a value per row)" in page
+    assert "2 classes (stayed, tipped)" in page and "class id" in page
+    charts = re.findall(r"<figure[^>]*>.*?</figure>", page, re.S)
+    assert charts and not any("rider" in chart for chart in charts) and any("company" in c for c in charts)
 
 
 def test_new_categorical_value_fails_and_leaves_no_schema(data, tmp_path, capsys):
