@@ -241,5 +241,12 @@ def test_the_summary_shows_the_first_prediction_as_predict_does(tmp_path, capsys
     assert "  prediction for the first eval row: 0.0003  class no\n" in capsys.readouterr().out
     (model / "model_meta.json").write_text(json.dumps({"task": "regression"}))
     deployment["prediction"] = [151.25]
+    summary["metrics"] = {"mean_absolute_error": 41.5, "mean_absolute_percentage_error": 37.125}
     print_summary(summary, tmp_path)
-    assert "  prediction for the first eval row: 151.2500\n" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "  prediction for the first eval row: 151.2500\n" in out
+    assert "  metrics: mean_absolute_error=41.5000, mean_absolute_percentage_error=37.12%\n" in out
+    summary["metrics_left_out"] = {"mean_absolute_percentage_error": "left out: the labels cross zero"}
+    summary["metrics"].pop("mean_absolute_percentage_error")
+    print_summary(summary, tmp_path)
+    assert "  mean_absolute_percentage_error: left out: the labels cross zero\n" in capsys.readouterr().out

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
 from slipway.components.evaluate import blessing, eval_settings, inputs, report, tfma_config, tfma_results, tfma_run
+from slipway.components.evaluate.report import PERCENT_METRICS
 from slipway.core import beam as beam_options
 from slipway.core import beam_storage, progress
 from slipway.core.artifacts import split_dir, staged_output, write_json
@@ -118,13 +119,14 @@ def _evaluate(model_dir: str, examples_dir: str, evaluation_dir: str, blessing_d
 
         results = tfma_results.read(tfma_dir, has_baseline, examples.task == CLASSIFICATION, examples.classes,
                                     examples.binary)
+        left_out = _leave_out_percentages(examples.meta, results)
         verdict = blessing.judge(thresholds, has_baseline, results.validation, len(results.per_slice))
         write_json(eval_stage / "metrics.json",
-                   _metrics_json(split, model_dir, baseline_model_dir, examples, results))
+                   {**_metrics_json(split, model_dir, baseline_model_dir, examples, results), "left_out": left_out})
         decision = verdict.decision(model_dir, baseline_model_dir, results.overall)
         (eval_stage / "report.html").write_text(
             report.report_html(split, model_dir, baseline_model_dir, results.per_slice, verdict.rows, decision,
-                               confusion=results.confusion, roc=results.roc, pr=results.pr),
+                               confusion=results.confusion, roc=results.roc, pr=results.pr, left_out=left_out),
             encoding="utf-8",
         )
         (bless_stage / ("BLESSED" if verdict.blessed else "NOT_BLESSED")).touch()
@@ -136,10 +138,31 @@ def _evaluate(model_dir: str, examples_dir: str, evaluation_dir: str, blessing_d
         "task": examples.task,
         "metrics": results.overall,
         "slices": len(results.per_slice),
+        "left_out": left_out,
         "confusion_matrix": results.confusion,
         "roc": results.roc,
         "beam": beam_choice.facts(),
     }
+
+
+def _leave_out_percentages(meta: dict, results: tfma_results.Results) -> dict[str, str]:
+    """{metric: why} for the percentage metrics left out of the reported numbers: a mean absolute percentage
+    error over labels that cross zero divides by labels at or near zero, so it means little. A threshold on it is
+    still judged (TFMA's validation); only what is shown leaves it out."""
+    stats = meta.get("label_stats") or {}
+    low, high = stats.get("min"), stats.get("max")
+    if not isinstance(low, int | float) or not isinstance(high, int | float) or not low <= 0 <= high:
+        return {}
+    why = (f"left out: the labels cross zero (min {low:g}, max {high:g}), so a percentage of the label means "
+           f"little; see mean_absolute_error")
+    left_out = {}
+    for name in PERCENT_METRICS:
+        for entry in results.per_slice.values():
+            for part in ("metrics", "baseline_metrics", "diff"):
+                if name in (entry.get(part) or {}):
+                    entry[part].pop(name)
+                    left_out[name] = why
+    return left_out
 
 
 def _metrics_json(split: str, model_dir: str, baseline_model_dir: str, examples: inputs.Examples,

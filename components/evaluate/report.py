@@ -35,7 +35,13 @@ svg.chart{display:block;max-width:100%;height:auto}
 """
 
 
-def _fmt(value) -> str:
+# Metrics TFMA gives in percent (Keras' MeanAbsolutePercentageError is 100 x the mean |error / label|).
+PERCENT_METRICS = ("mean_absolute_percentage_error",)
+
+
+def _fmt(value, name: str = "") -> str:
+    if name in PERCENT_METRICS and isinstance(value, float):
+        return f"{value:.2f}%"
     if value is None:
         return ""
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
@@ -144,6 +150,7 @@ def report_html(
     roc: Mapping[str, Sequence[float]] | None = None,
     pr: Mapping[str, Sequence[float]] | None = None,
     metric: str = "",
+    left_out: Mapping[str, str] | None = None,
 ) -> str:
     """The page. Data as the executor has it:
 
@@ -151,13 +158,15 @@ def report_html(
     threshold_rows: [{"metric", "threshold", "status", "detail"}]; decision: {"blessed", "message", "failures"};
     confusion: {"categories": [class], "matrix": [[count]]} (rows actual, columns predicted);
     roc: {"fpr": [...], "tpr": [...]}; pr: {"recall": [...], "precision": [...]};
-    metric: the metric drawn by slice (default: primary_metric()).
+    metric: the metric drawn by slice (default: primary_metric());
+    left_out: {metric: why} for metrics left out of the tables (a percentage over labels that cross zero).
     Each chart is drawn only when its data is given.
     """
     overall = per_slice.get("Overall", {})
     names = sorted({n for entry in per_slice.values() for n in entry.get("metrics", {})})
     out = _head(split, model_dir, baseline_dir, decision)
     out += _overall_table(overall, names, bool(baseline_dir))
+    out += [f"<p class='note'>{html.escape(name)}: {html.escape(why)}</p>" for name, why in (left_out or {}).items()]
     out += _thresholds(threshold_rows, decision["failures"])
     curves = _curves(roc, pr, overall.get("metrics", {}), confusion)
     if curves:
@@ -199,11 +208,11 @@ def _overall_table(overall: Mapping[str, Any], names: list[str], has_baseline: b
         out.append("<th>baseline</th><th>diff</th>")
     out.append("</tr>")
     for name in names:
-        out.append(f"<tr><td class='l'>{e(name)}</td><td>{_fmt(overall.get('metrics', {}).get(name))}</td>")
+        out.append(f"<tr><td class='l'>{e(name)}</td><td>{_fmt(overall.get('metrics', {}).get(name), name)}</td>")
         if has_baseline:
             out.append(
-                f"<td>{_fmt(overall.get('baseline_metrics', {}).get(name))}</td>"
-                f"<td>{_fmt(overall.get('diff', {}).get(name))}</td>"
+                f"<td>{_fmt(overall.get('baseline_metrics', {}).get(name), name)}</td>"
+                f"<td>{_fmt(overall.get('diff', {}).get(name), name)}</td>"
             )
         out.append("</tr>")
     out.append("</table>")
@@ -257,7 +266,7 @@ def _per_slice(per_slice: Mapping[str, Mapping[str, Any]], names: list[str], met
     for slice_name in _slice_order(per_slice):
         entry = per_slice[slice_name]
         out.append(f"<tr><td class='l'>{e(slice_name)}</td>")
-        out.extend(f"<td>{_fmt(entry.get('metrics', {}).get(n))}</td>" for n in names)
+        out.extend(f"<td>{_fmt(entry.get('metrics', {}).get(n), n)}</td>" for n in names)
         out.append("</tr>")
     out.append("</table></body></html>\n")
     return out

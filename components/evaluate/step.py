@@ -32,7 +32,7 @@ def run(arguments: dict[str, Any]) -> None:
         )
         _show_in_kfp(result, a)
         summary = {"blessed": result["blessed"], "message": result["message"], "metrics": result["metrics"],
-                   "beam": result["beam"],
+                   "beam": result["beam"], "left_out": result["left_out"],
                    # The report artifact's name has no extension (KFP picks it): this copy opens in a browser.
                    "report_html": f"{evaluation.uri}/report.html"}
         step.output("evaluation", "ModelEvaluation", evaluation, summary)

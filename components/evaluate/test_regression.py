@@ -118,6 +118,30 @@ def test_regression_files_and_report(good_run):
     for text in ("BLESSED", "mean_absolute_error", "root_mean_squared_error", "color=red", "&lt;= 1", "passed"):
         assert text in report
     assert "Confusion matrix" not in report and "ROC" not in report
+    mape = written["overall"]["mean_absolute_percentage_error"]
+    assert f"<td>{mape:.2f}%</td>" in report and written["left_out"] == {}  # labels 10-ish: shown, in percent
+
+
+def test_a_percentage_error_over_labels_that_cross_zero_is_left_out_with_why(world, tmp_path):
+    """Labels around zero (y - 10): MAPE divides by labels near zero; the numbers shown leave it out and say why."""
+    rows = [{**row, "y": row["y"] - 10} for row in world["rows"]]
+    examples = write_examples(tmp_path / "examples", {"eval": rows}, "y", [], COLUMNS)
+    meta = json.loads((examples / "examples_meta.json").read_text())
+    low, high = min(r["y"] for r in rows), max(r["y"] for r in rows)
+    assert low < 0 < high
+    write_json(examples / "examples_meta.json", {**meta, "task": "regression", "label_stats": {"min": low,
+                                                                                               "max": high}})
+    model = _save_model(tmp_path / "centred", [3.0, -2.0], 0.0)
+    result = run(str(model), str(examples), str(tmp_path / "evaluation"), str(tmp_path / "blessing"))
+    why = (f"left out: the labels cross zero (min {low:g}, max {high:g}), so a percentage of the label means "
+           f"little; see mean_absolute_error")
+    assert result["left_out"] == {"mean_absolute_percentage_error": why}
+    assert "mean_absolute_percentage_error" not in result["metrics"] and "mean_absolute_error" in result["metrics"]
+    written = json.loads((tmp_path / "evaluation" / "metrics.json").read_text())
+    assert all("mean_absolute_percentage_error" not in s["metrics"] for s in written["slices"])
+    assert written["left_out"] == result["left_out"]
+    report = (tmp_path / "evaluation" / "report.html").read_text()
+    assert f"mean_absolute_percentage_error: {why}" in report
 
 
 def test_a_bad_regression_model_fails_the_value_threshold(world):

@@ -16,8 +16,13 @@ def print_summary(summary: dict, workdir: Path) -> None:
         seconds = f"{step['seconds']:7.1f} s" if "seconds" in step else "         "
         print(f"  {name:<{width}} {step['status']:<11} {seconds}  {step.get('error', '')}")
     if summary["metrics"]:
-        shown = ", ".join(f"{k}={v:.4f}" for k, v in sorted(summary["metrics"].items()) if isinstance(v, float))
+        from slipway.components.evaluate.report import PERCENT_METRICS
+
+        shown = ", ".join(f"{k}={v:.2f}%" if k in PERCENT_METRICS else f"{k}={v:.4f}"
+                          for k, v in sorted(summary["metrics"].items()) if isinstance(v, float))
         print(f"  metrics: {shown}")
+    for name, why in (summary.get("metrics_left_out") or {}).items():
+        print(f"  {name}: {why}")
     print(f"  blessed: {summary['blessed']} ({summary.get('blessing_message') or 'no evaluation'})")
     _print_baseline(summary)
     if summary.get("model"):
