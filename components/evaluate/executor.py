@@ -34,7 +34,16 @@ import json
 from collections.abc import Sequence
 
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
-from slipway.components.evaluate import blessing, eval_settings, inputs, report, tfma_config, tfma_results, tfma_run
+from slipway.components.evaluate import (
+    blessing,
+    eval_settings,
+    inputs,
+    predictions,
+    report,
+    tfma_config,
+    tfma_results,
+    tfma_run,
+)
 from slipway.components.evaluate.report import PERCENT_METRICS
 from slipway.core import beam as beam_options
 from slipway.core import beam_storage, progress
@@ -124,9 +133,12 @@ def _evaluate(model_dir: str, examples_dir: str, evaluation_dir: str, blessing_d
         write_json(eval_stage / "metrics.json",
                    {**_metrics_json(split, model_dir, baseline_model_dir, examples, results), "left_out": left_out})
         decision = verdict.decision(model_dir, baseline_model_dir, results.overall)
+        sample = (predictions.sample_predictions(model_dir, examples.files, examples.label)
+                  if examples.task != CLASSIFICATION else None)
         (eval_stage / "report.html").write_text(
             report.report_html(split, model_dir, baseline_model_dir, results.per_slice, verdict.rows, decision,
-                               confusion=results.confusion, roc=results.roc, pr=results.pr, left_out=left_out),
+                               confusion=results.confusion, roc=results.roc, pr=results.pr, left_out=left_out,
+                               predictions=sample),
             encoding="utf-8",
         )
         (bless_stage / ("BLESSED" if verdict.blessed else "NOT_BLESSED")).touch()

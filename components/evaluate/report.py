@@ -92,6 +92,26 @@ def _curves(roc: Mapping | None, pr: Mapping | None, overall: Mapping[str, Any],
     return out
 
 
+def _regression_charts(predictions: Mapping[str, Sequence[float]]) -> list[str]:
+    """Predicted against actual (on the dashed diagonal when right) and the residuals against the prediction (a
+    trend or a fan there is what a mean error hides)."""
+    actual, predicted = list(predictions["actual"]), list(predictions["predicted"])
+    residuals = [a - p for a, p in zip(actual, predicted, strict=True)]
+    lo, hi = min(predicted), max(predicted)
+    return [
+        f"<h2>Predictions (the first {len(actual)} rows)</h2><div class='charts'>",
+        _figure(chart_lines.line_chart(
+            "Predicted against actual", [chart_lines.Series("rows", actual, predicted, style="points")],
+            x_label="actual", y_label="predicted", diagonal="perfect", width=380, height=340), "predicted-actual"),
+        _figure(chart_lines.line_chart(
+            "Residuals (actual - predicted)",
+            [chart_lines.Series("rows", predicted, residuals, style="points"),
+             chart_lines.Series("zero", [lo, hi], [0.0, 0.0], dashed=True, colour=chart_svg.MUTED)],
+            x_label="predicted", y_label="residual", width=380, height=340), "residuals"),
+        "</div>",
+    ]
+
+
 def _positive_rate(confusion: Mapping | None) -> float | None:
     matrix = (confusion or {}).get("matrix") or []
     if len(matrix) != 2 or any(len(row) != 2 for row in matrix):
@@ -151,6 +171,7 @@ def report_html(
     pr: Mapping[str, Sequence[float]] | None = None,
     metric: str = "",
     left_out: Mapping[str, str] | None = None,
+    predictions: Mapping[str, Sequence[float]] | None = None,
 ) -> str:
     """The page. Data as the executor has it:
 
@@ -159,7 +180,8 @@ def report_html(
     confusion: {"categories": [class], "matrix": [[count]]} (rows actual, columns predicted);
     roc: {"fpr": [...], "tpr": [...]}; pr: {"recall": [...], "precision": [...]};
     metric: the metric drawn by slice (default: primary_metric());
-    left_out: {metric: why} for metrics left out of the tables (a percentage over labels that cross zero).
+    left_out: {metric: why} for metrics left out of the tables (a percentage over labels that cross zero);
+    predictions: a regression's {"actual": [...], "predicted": [...]} on a sample of rows (predictions.py).
     Each chart is drawn only when its data is given.
     """
     overall = per_slice.get("Overall", {})
@@ -168,6 +190,8 @@ def report_html(
     out += _overall_table(overall, names, bool(baseline_dir))
     out += [f"<p class='note'>{html.escape(name)}: {html.escape(why)}</p>" for name, why in (left_out or {}).items()]
     out += _thresholds(threshold_rows, decision["failures"])
+    if predictions and predictions.get("actual"):
+        out += _regression_charts(predictions)
     curves = _curves(roc, pr, overall.get("metrics", {}), confusion)
     if curves:
         out.append("<h2>ROC and precision-recall (overall)</h2><div class='charts'>" + "".join(curves) + "</div>")

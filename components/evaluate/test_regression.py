@@ -118,6 +118,8 @@ def test_regression_files_and_report(good_run):
     for text in ("BLESSED", "mean_absolute_error", "root_mean_squared_error", "color=red", "&lt;= 1", "passed"):
         assert text in report
     assert "Confusion matrix" not in report and "ROC" not in report
+    assert "<h2>Predictions (the first 90 rows)</h2>" in report
+    assert 'data-chart="predicted-actual"' in report and 'data-chart="residuals"' in report
     mape = written["overall"]["mean_absolute_percentage_error"]
     assert f"<td>{mape:.2f}%</td>" in report and written["left_out"] == {}  # labels 10-ish: shown, in percent
 
@@ -182,3 +184,14 @@ def test_regression_errors_name_the_input(world, tmp_path):
     with pytest.raises(SlipwayError, match="a classification model, but examples .* are regression"):
         run(str(classifier), world["examples"], ev, bl, {})
     assert not (tmp_path / "ev").exists() and not (tmp_path / "bl").exists()
+
+
+def test_the_sampled_predictions_are_the_models_answers_row_for_row(world):
+    from slipway.components.evaluate.inputs import read_examples
+    from slipway.components.evaluate.predictions import sample_predictions
+
+    examples = read_examples(world["examples"], "eval")
+    sample = sample_predictions(world["good"], examples.files, "y", limit=40)
+    rows = world["rows"][:40]  # write_examples keeps the rows' order in one shard
+    assert sample["actual"] == pytest.approx([r["y"] for r in rows], rel=1e-6)
+    assert sample["predicted"] == pytest.approx([3 * r["x1"] - 2 * r["x2"] + 10 for r in rows], rel=1e-5)
