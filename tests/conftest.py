@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOBS_MODULE = Path(__file__).with_name("blobs_module.py")
+BLOBS_MODULE = Path(__file__).parents[1] / "pipelines" / "modules" / "blobs.py"  # the minimal worked module
 CENTERS = {"a": (0.0, 0.0), "b": (4.0, 0.0), "c": (2.0, 4.0)}
 COLORS = {"a": "red", "b": "green", "c": "blue"}
 

@@ -85,7 +85,7 @@ def test_lineage_traces_model_to_the_csv(blobs_run, capsys):
         assert producer in printed
     raw = [line for line in lines if "blobs.csv" in line]
     assert raw and "RawData" in raw[0] and "(raw input)" in raw[0] and "sha256=" in raw[0]
-    assert "ModuleFile" in printed and "blobs_module.py" in printed
+    assert "ModuleFile" in printed and "blobs.py" in printed
 
 
 def test_second_run_uses_first_model_as_baseline(blobs_run, capsys):
