@@ -23,6 +23,7 @@ import json
 import math
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ from slipway.core.lineage import (
 from slipway.core.lineage_mlflow_client import MlflowApiError, MlflowClient, proxied_path, tracking_url
 
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag, the one KFP's driver sets on a task's run
+# When a parent run was created (ns): steps recording at once agree on the first created as the pipeline run's one
+# parent (a start time would not do: a step that started earlier may create its parent later).
+CREATED_TAG = "slipway.created_ns"
 ROLE_TAG, STEP, PIPELINE_RUN = "slipway.role", "step", "pipeline_run"
 RUN_TAG, PIPELINE_TAG, COMPONENT_TAG, STATE_TAG = "slipway.run_id", "slipway.pipeline", "slipway.component", \
     "slipway.state"
@@ -72,7 +76,7 @@ class MlflowLineage:
         Args:
             record: what the step did (core.step.Step builds it once, at the step's end).
         """
-        info, parent = self._step_run(record)
+        info, parent, created = self._step_run(record)
         run_id = info["run_id"]
         tags = step_tags(record)
         tags.update(self._upload_outputs(info.get("artifact_uri", ""), record))
@@ -86,18 +90,39 @@ class MlflowLineage:
             self.client.log_batch(run_id, {}, [], {"slipway.params_error": _clip(str(exc))})
         self.client.update_run(run_id, "FINISHED" if record.state == "COMPLETE" else "FAILED", _ms(record.finished))
         if parent is not None:
-            self._update_parent(parent, record)
+            self._finish_parent(info, parent, created, record)
 
-    def _step_run(self, record: StepRecord) -> tuple[dict, dict | None]:
-        """(the step's run info, the parent run or None): MLFLOW_RUN_ID's run, else a new nested run."""
+    def _step_run(self, record: StepRecord) -> tuple[dict, dict | None, str]:
+        """(the step's run info, the parent run or None, the parent's id if this step created it, else ""):
+        MLFLOW_RUN_ID's run, else a new nested run."""
         given = os.environ.get(lineage.ENV_MLFLOW_RUN, "")
         if given:
-            return self.client.get_run(given)["info"], None
+            return self.client.get_run(given)["info"], None, ""
         experiment = self._write_experiment(record.pipeline)
-        parent = self._parent_run(experiment, record)
+        parent, created = self._parent_run(experiment, record)
         info = self.client.create_run(experiment, record.component, _ms(record.started),
                                       {PARENT_TAG: parent["info"]["run_id"]})
-        return info, parent
+        return info, parent, created
+
+    def _finish_parent(self, info: dict, parent: dict, created: str, record: StepRecord) -> None:
+        """Mark the parent with this step's end, under the parent the steps agree on by now: another step's
+        parent, created a moment earlier, may have appeared since (then this step's run moves under it and a
+        parent this step created goes), or the one chosen may have been deleted by its creator (then the search
+        finds the one that stayed)."""
+        for _ in range(3):
+            winner = self._oldest_parent(info["experiment_id"], record) or parent
+            if winner["info"]["run_id"] != parent["info"]["run_id"]:
+                self.client.log_batch(info["run_id"], {}, [], {PARENT_TAG: winner["info"]["run_id"]})
+                if created == parent["info"]["run_id"]:
+                    self.client.delete_run(created)
+                parent = winner
+            try:
+                self._update_parent(parent, record)
+                return
+            except MlflowApiError as exc:  # deleted by its creator between the search and the update
+                if "deleted" not in str(exc):
+                    raise
+        self._update_parent(parent, record)
 
     def _write_experiment(self, pipeline: str) -> str:
         """MLFLOW_EXPERIMENT_ID, else MLFLOW_EXPERIMENT_NAME's experiment, else the pipeline's (created if new)."""
@@ -108,19 +133,27 @@ class MlflowLineage:
         assert found is not None
         return found
 
-    def _parent_run(self, experiment: str, record: StepRecord) -> dict:
-        """The pipeline run's parent run: found by its tag, or created. When two steps create one at once, the
-        older stays and the other is deleted, so every step of the run ends up under the same parent."""
-        query = f"tags.`{RUN_TAG}` = {_quoted(record.run_id)} AND tags.`{ROLE_TAG}` = '{PIPELINE_RUN}'"
-        found = list(self.client.search_runs([experiment], query, ["attributes.start_time ASC"]))
+    def _parent_run(self, experiment: str, record: StepRecord) -> tuple[dict, str]:
+        """(the pipeline run's parent run, its id if this step created it, else ""): found by its tag, or created.
+        When two steps create one at once, the first created stays and the other is deleted, so every step of
+        the run ends up under the same parent (_finish_parent settles a race within the same instant)."""
+        found = self._oldest_parent(experiment, record)
         if found:
-            return _oldest(found)
-        tags = {ROLE_TAG: PIPELINE_RUN, RUN_TAG: record.run_id, PIPELINE_TAG: record.pipeline}
+            return found, ""
+        tags = {ROLE_TAG: PIPELINE_RUN, RUN_TAG: record.run_id, PIPELINE_TAG: record.pipeline,
+                CREATED_TAG: str(time.time_ns())}
         mine = self.client.create_run(experiment, record.run_id, _ms(record.started), tags)
-        winner = _oldest(list(self.client.search_runs([experiment], query, ["attributes.start_time ASC"])))
+        winner = self._oldest_parent(experiment, record) or {"info": mine}
         if winner["info"]["run_id"] != mine["run_id"]:
             self.client.delete_run(mine["run_id"])
-        return winner
+            return winner, ""
+        return winner, mine["run_id"]
+
+    def _oldest_parent(self, experiment: str, record: StepRecord) -> dict | None:
+        """The first created of the run's parent runs (deleted ones are not found), or None."""
+        query = f"tags.`{RUN_TAG}` = {_quoted(record.run_id)} AND tags.`{ROLE_TAG}` = '{PIPELINE_RUN}'"
+        found = list(self.client.search_runs([experiment], query, ["attributes.start_time ASC"]))
+        return min(found, key=_creation) if found else None
 
     def _update_parent(self, parent: dict, record: StepRecord) -> None:
         info = parent["info"]
@@ -424,8 +457,12 @@ def _tags(run: dict) -> dict[str, str]:
     return {t["key"]: t.get("value", "") for t in run.get("data", {}).get("tags", [])}
 
 
-def _oldest(runs: list[dict]) -> dict:
-    return min(runs, key=lambda r: (int(r["info"].get("start_time") or 0), r["info"]["run_id"]))
+def _creation(run: dict) -> tuple[int, str]:
+    """A parent run's creation order: its CREATED_TAG (ns), else (a parent written before the tag) its start."""
+    tags = {tag["key"]: tag["value"] for tag in run.get("data", {}).get("tags", [])}
+    created = tags.get(CREATED_TAG, "")
+    return (int(created) if created.isdigit() else int(run["info"].get("start_time") or 0) * 10**6,
+            run["info"]["run_id"])
 
 
 def _ms(seconds: float) -> int:

@@ -197,13 +197,13 @@ def test_a_failed_step_fails_its_run_and_the_parent(server, tmp_path):
 def test_steps_recording_at_once_share_one_parent(server):
     store = lineage.open_store(f"mlflow://{server}")
     t0 = time.time()
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda i: store.record_step(step(f"step{i}", "run-race", "pipe-race", t0 + i)), range(4)))
+    with ThreadPoolExecutor(8) as pool:  # later steps started earlier: a start time cannot pick the parent
+        list(pool.map(lambda i: store.record_step(step(f"step{i}", "run-race", "pipe-race", t0 - i)), range(8)))
     runs = runs_of(server, "pipe-race")  # a deleted duplicate parent is not among the active runs
     parents = [r for r in runs if tags(r).get("slipway.role") == "pipeline_run"]
     assert len(parents) == 1
     assert sorted(tags(r)["mlflow.parentRunId"] for r in runs if r not in parents) == [
-        parents[0]["info"]["run_id"]] * 4
+        parents[0]["info"]["run_id"]] * 8
 
 
 def test_a_task_run_made_by_kfp_is_logged_into_not_beside(server, monkeypatch):
