@@ -298,6 +298,17 @@ def test_a_split_column_and_a_key_are_refused_together(inputs):
     assert not inputs["workdir"].exists()
 
 
+def test_a_data_file_given_as_the_module_is_refused_before_it_is_read(inputs, tmp_path):
+    big = tmp_path / "big.py"
+    with big.open("w") as f:
+        f.write("x = 1\n" * (5 * 2**20 // 6 + 1))
+    line, seconds = _typed(*_args(inputs, module=str(big)))
+    assert line == (f"module file {big}: 5.0 MiB is no source text (--module takes a Python or YAML file of a few "
+                    f"KB; was a data file given?)")
+    assert seconds < BAD_ARGUMENT_SECONDS, seconds
+    assert not inputs["workdir"].exists()
+
+
 def test_a_bad_hyperparameter_default_is_named_as_the_modules(inputs):
     inputs["module"].write_text(MODULE + "\n\ndef hyperparameters():\n    return {'epochs': 0}\n")
     line, seconds = _typed(*_args(inputs), "--hparams", '{"batch_size": 8}')

@@ -64,6 +64,19 @@ def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module
     check_workdir(Path(args.workdir))
 
 
+# Most bytes a file the CLI reads whole before the run may have (a module file, a search spec): source text is a
+# few KB; anything this big is a wrong path (a data file given as --module), refused before it is read.
+TEXT_FILE_LIMIT = 4 * 2**20
+
+
+def check_text_file(path: Path, what: str, flag: str) -> None:
+    """A file read whole before the run (the module, the search spec) is under TEXT_FILE_LIMIT, one line if not."""
+    size = path.stat().st_size
+    if size > TEXT_FILE_LIMIT:
+        raise SlipwayError(f"{what} {path}: {size / 2**20:.1f} MiB is no source text ({flag} takes a Python or "
+                           f"YAML file of a few KB; was a data file given?)")
+
+
 # -- hyper-parameters -----------------------------------------------------------------------------------------
 
 

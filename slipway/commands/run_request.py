@@ -50,11 +50,15 @@ def request_from(args: Any, warm: Any = None) -> RunRequest:
 
     run_arguments.create_workdir(request.workdir)
     request.claim = claim_workdir(request.workdir)
-    leftovers = remove_leftovers(request.workdir)
-    if leftovers:
-        print(f"run: removed {len(leftovers)} unfinished output(s) an interrupted run left in {request.workdir}")
-    if args.runner == "podman":
-        request.arguments, request.containers = _containers(request.arguments, request.workdir)
+    try:
+        leftovers = remove_leftovers(request.workdir)
+        if leftovers:
+            print(f"run: removed {len(leftovers)} unfinished output(s) an interrupted run left in {request.workdir}")
+        if args.runner == "podman":
+            request.arguments, request.containers = _containers(request.arguments, request.workdir)
+    except BaseException:
+        request.claim.close()  # refused after all: the workdir is free again
+        raise
     return request
 
 
@@ -104,6 +108,9 @@ def _check_flags(args: Any, data: Path, label: str, module: Path, images: bool) 
 
     if not module.is_file():
         raise SlipwayError(f"module file {module}: not found")
+    run_arguments.check_text_file(module, "module file", RUN_FLAGS["module_file"])
+    if args.search_spec and Path(args.search_spec).is_file():
+        run_arguments.check_text_file(Path(args.search_spec), "search spec", RUN_FLAGS["search_spec"])
     if not data.exists():
         raise SlipwayError(f"data {data}: no such file or folder")
     run_arguments.check_run_arguments(args, data, label, module, images)
