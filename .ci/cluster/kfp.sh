@@ -10,14 +10,17 @@
 
 KFP_VERSION=2.14.3
 ARGO_VERSION=v3.6.7
-KFP_DB_PORT=33306
+# Fixed ports stay below 32768: Linux hands out 32768-60999 as the local ports of outgoing connections, and a test
+# connecting somewhere at the moment a daemon starts could hold its port (a cold CI's cluster lane failed so, the
+# filer's gRPC port 43388 taken while the tests beside it ran).
+KFP_DB_PORT=23306
 KFP_HTTP_PORT=8888
 KFP_GRPC_PORT=8887
 OBJECT_STORE="${SLIPWAY_KFP_OBJECT_STORE:-seaweedfs}"
 if [ "$OBJECT_STORE" = seaweedfs ]; then S3_PORT=8333; else S3_PORT=9000; fi  # each server's own S3 port
 # SeaweedFS's master, volume server and filer (HTTP; gRPC on each + 10000) and S3 gateway gRPC, on loopback: away
-# from the defaults (9333, 8080, 8888), which other programs on a shared machine take
-SEAWEEDFS_PORTS="33333 33380 33388 43383"
+# from the defaults (9333, 8080, 8888), which other programs on a shared machine take, and from the ephemeral range
+SEAWEEDFS_PORTS="19333 19380 19388 29383"
 MLMD_PORT=8080
 KFP_NAMESPACE=kubeflow
 # moto accepts any key, SeaweedFS only this one (its one identity); KFP's Secret and config carry it. A loopback
