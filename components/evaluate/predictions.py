@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 SAMPLE_ROWS = 500  # the first rows of the split: enough points to see a bias or a fan, a report that stays small
-SERVING_SIGNATURE, SERVING_INPUT = "serving_default", "examples"  # train's export (components/train/trainer.py)
 
 
 def sample_predictions(model_dir: str, files: Sequence[str], label: str, limit: int = SAMPLE_ROWS) -> dict:
@@ -35,7 +34,9 @@ def sample_predictions(model_dir: str, files: Sequence[str], label: str, limit: 
             break
     if not records:
         return {"actual": [], "predicted": []}
-    serve = tf.saved_model.load(model_dir).signatures[SERVING_SIGNATURE]
-    outputs = serve(**{SERVING_INPUT: tf.constant(records)})
+    from slipway.serving import client
+
+    serve = tf.saved_model.load(model_dir).signatures[client.DEFAULT_SIGNATURE]
+    outputs = serve(examples=tf.constant(records))  # train's export takes serialized tf.Examples as `examples`
     predicted = next(iter(outputs.values())).numpy().reshape(-1).astype(float).tolist()
     return {"actual": actual, "predicted": predicted}

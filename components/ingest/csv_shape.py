@@ -75,16 +75,17 @@ def is_csv_name(path: Path) -> bool:
     return path.name.lower().endswith(CSV_NAMES)
 
 
-def check_tabular_name(path: Path, format_option: str) -> None:
+def check_tabular_name(path: Path, format_option: str, source: str = "") -> None:
     """Refuse, in one line, a file that data_format=auto would not read: a workbook or JSON with what to do
     instead, any other extension with the ones read. format_option: how the caller spells the data_format option
-    (`--data-format`, `data_format`)."""
+    (`--data-format`, `data_format`); source: how the error names the file (default "data file PATH")."""
     if is_csv_name(path) or path.suffix.lower() in PARQUET_SUFFIXES:
         return
+    source = source or f"data file {path}"
     conversion = CONVERSIONS.get(path.suffix.lower())
     if conversion:
-        raise SlipwayError(f"data file {path}: {conversion}")
-    raise SlipwayError(f"data file {path}: unknown extension '{extension_of(path)}' (expected .csv, .csv.gz, .csv.bz2, "
+        raise SlipwayError(f"{source}: {conversion}")
+    raise SlipwayError(f"{source}: unknown extension '{extension_of(path)}' (expected .csv, .csv.gz, .csv.bz2, "
                        f".csv.zst, .parquet or .pq; {format_option} csv reads any file as CSV)")
 
 

@@ -60,9 +60,8 @@ def run(
     if rows_per_shard <= 0:
         raise SlipwayError(f"rows_per_shard {rows_per_shard}: must be positive")
     by_column = parse_split_column(split_column, option_name("split_column"))
-    if by_column and key:
-        raise SlipwayError(f"{option_name('key')} {key!r} and {by_column.what} {split_column!r}: give one of them "
-                           f"(the split column names each row's split, the key's hash picks it)")
+    if by_column:
+        by_column.check_beside(key, option_name("key"), label)
     weights = {} if by_column else parse_splits(splits)
     data_format = (data_format or "auto").strip().lower()
     if data_format not in DATA_FORMATS:

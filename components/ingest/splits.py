@@ -118,6 +118,15 @@ class SplitColumn:
         self._known[value] = split
         return split
 
+    def check_beside(self, key: str, key_option: str, label: str) -> None:
+        """No split key beside the split column, and the label is not the split column (one line each).
+        key_option: how the caller spells the key option (`--key`, `key`)."""
+        if key:
+            raise SlipwayError(f"{key_option} {key!r} and {self.what} {self.spec!r}: give one of them (the split "
+                               f"column names each row's split, the key's hash picks it)")
+        if self.column == label:
+            raise SlipwayError(f"{self.what} {self.spec!r}: the label cannot be the split column")
+
     def check_counts(self, counts: Mapping[str, int]) -> None:
         """train and eval must both get rows (the later steps read them)."""
         missing = [name for name in ("train", "eval") if not counts.get(name)]

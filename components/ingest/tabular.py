@@ -121,7 +121,7 @@ def read_tabular(data: str, label: str, key: str, data_format: str, task: str = 
     types = _merged_types(scans)
     check_label_column(data, types, label)
     if split_column:
-        _take_split_column(data, types, label, split_column)
+        _take_split_column(data, types, split_column)
     summary = LabelSummary.merged([s.label for s in scans], types[label])
     choice = decide_task(summary, task, label, data)
     classes = label_classes_of(data, label, summary.distinct()) if choice.task == CLASSIFICATION else None
@@ -129,15 +129,12 @@ def read_tabular(data: str, label: str, key: str, data_format: str, task: str = 
                         summary=summary, split_column=split_column)
 
 
-def _take_split_column(data: str, types: dict[str, str], label: str, split_column: SplitColumn) -> None:
+def _take_split_column(data: str, types: dict[str, str], split_column: SplitColumn) -> None:
     """The split column is checked and taken out of the columns: it says where a row goes, it is no feature (a
-    model that saw it would learn the split)."""
-    where = f"{split_column.what} {split_column.spec!r}"
+    model that saw it would learn the split). (The label is not it: executor.run checked.)"""
     if split_column.column not in types:
-        raise SlipwayError(f"{where}: no column '{split_column.column}' in data {data} (columns: "
-                           f"{', '.join(types)})")
-    if split_column.column == label:
-        raise SlipwayError(f"{where}: the label cannot be the split column")
+        raise SlipwayError(f"{split_column.what} {split_column.spec!r}: no column '{split_column.column}' in data "
+                           f"{data} (columns: {', '.join(types)})")
     del types[split_column.column]
 
 

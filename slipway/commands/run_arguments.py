@@ -59,8 +59,10 @@ def check_run_arguments(args: argparse.Namespace, data: Path, label: str, module
         parse_splits(args.splits, what=RUN_FLAGS["splits"])
     if not images:
         check_data_name(data, args.data_format)
-        check_label(data, label, args.data_format)
-        check_split_column(args, data, label)
+        file = _first_csv_file(data, args.data_format)
+        header = _header(file) if file else None  # the first line only, read once for the checks below
+        check_label(file, header, label)
+        check_split_column(args, file, header, label)
     check_workdir(Path(args.workdir))
 
 
@@ -186,28 +188,26 @@ def check_data_name(data: Path, data_format: str) -> None:
     from slipway.components.ingest import csv_shape
 
     if data_format == "auto" and data.is_file():
-        try:
-            csv_shape.check_tabular_name(data, RUN_FLAGS["data_format"])
-        except SlipwayError as exc:
-            raise SlipwayError(str(exc).replace(f"data file {data}:", f"--data {data}:", 1)) from None
+        csv_shape.check_tabular_name(data, RUN_FLAGS["data_format"], source=f"{RUN_FLAGS['data']} {data}")
 
 
-def check_label(data: Path, label: str, data_format: str) -> None:
-    """The label is a column of the (first) CSV file's header, read from its first line only; a Parquet file, a
-    named pipe or a zstd file is left to ingest."""
-    file = _first_csv_file(data, data_format)
-    header = _header(file) if file else None
+def check_label(file: Path | None, header: list[str] | None, label: str) -> None:
+    """The label is a column of the (first) CSV file's header (None: a Parquet file, a named pipe or a zstd file,
+    left to ingest)."""
     if not header or label in header:
         return
     lowered = {name.lower(): name for name in reversed(header)}  # the first of names differing in case only
     close = difflib.get_close_matches(label.lower(), list(lowered), n=1, cutoff=0.75)  # a case difference: 1.0
-    close = [lowered[name] for name in close]
-    hint = f"did you mean '{close[0]}'?" if close else f"columns: {', '.join(header[:12])}"
-    more = ", ..." if not close and len(header) > 12 else ""
-    raise SlipwayError(f"--label {label}: no such column in {file} ({hint}{more})")
+    hint = f"did you mean '{lowered[close[0]]}'?" if close else _columns(header)
+    raise SlipwayError(f"--label {label}: no such column in {file} ({hint})")
 
 
-def check_split_column(args: argparse.Namespace, data: Path, label: str) -> None:
+def _columns(header: list[str]) -> str:
+    """`columns: a, b, ...`: the header's first 12 names, for an error naming a column that is not there."""
+    return f"columns: {', '.join(header[:12])}{', ...' if len(header) > 12 else ''}"
+
+
+def check_split_column(args: argparse.Namespace, file: Path | None, header: list[str] | None, label: str) -> None:
     """--split-column's form, that --key is not given with it, and its column in the CSV header (ingest checks
     the values)."""
     from slipway.components.ingest.splits import parse_split_column
@@ -215,17 +215,10 @@ def check_split_column(args: argparse.Namespace, data: Path, label: str) -> None
     by_column = parse_split_column(args.split_column, RUN_FLAGS["split_column"])
     if by_column is None:
         return
-    where = f"{by_column.what} {by_column.spec!r}"
-    if args.key:
-        raise SlipwayError(f"{RUN_FLAGS['key']} {args.key!r} and {where}: give one of them (the split column names "
-                           f"each row's split, the key's hash picks it)")
-    if by_column.column == label:
-        raise SlipwayError(f"{where}: the label cannot be the split column")
-    file = _first_csv_file(data, args.data_format)
-    header = _header(file) if file else None
+    by_column.check_beside(args.key, RUN_FLAGS["key"], label)
     if header and by_column.column not in header:
-        raise SlipwayError(f"{where}: no column '{by_column.column}' in {file} (columns: {', '.join(header[:12])}"
-                           f"{', ...' if len(header) > 12 else ''})")
+        raise SlipwayError(f"{by_column.what} {by_column.spec!r}: no column '{by_column.column}' in {file} "
+                           f"({_columns(header)})")
 
 
 def _first_csv_file(data: Path, data_format: str) -> Path | None:
