@@ -32,8 +32,14 @@ PERSISTENCE_TOKEN=/var/run/secrets/kubeflow/tokens/persistenceagent-sa-token  # 
 PYTHON="$ROOT/.venv/bin/python"
 
 module_dir() {  # module_dir MODULE: its folder in the Go module cache, at the version the cluster build pins
-    (cd "$HERE" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local GONOSUMDB=github.com/kubeflow/pipelines \
-        go list -m -f '{{.Dir}}' "$1")
+    # Downloaded again when missing: the built programs are cached apart from Go's module cache, and a machine
+    # may keep the one and have lost the other (`go list -m` then prints an empty folder, not an error).
+    local dir
+    dir="$(cd "$HERE" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local GONOSUMDB=github.com/kubeflow/pipelines \
+        go mod download -json "$1" | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin).get("Dir", ""))')" \
+        || die "go mod download $1 failed"
+    [ -d "$dir" ] || die "no folder for $1 in Go's module cache after go mod download"
+    echo "$dir"
 }
 
 start_kfp_stores() {
