@@ -73,8 +73,16 @@ def pytest_configure(config):
                             "(tests/beam_remote.py; .ci/test runs it in a network namespace of its own)")
     config.addinivalue_line("markers", "kfp_cluster: runs on a real single-node Kubeflow Pipelines (.ci/kfp-cluster; "
                                        "the session fixture `kfp` starts it; root, and minutes to build cold)")
+    config.addinivalue_line("markers", "cluster_lifecycle: starts and stops the single-node cluster itself; runs "
+                                       "before any test that uses the shared one (the fixture `kfp`)")
     config.addinivalue_line("markers", "seaweedfs: runs SeaweedFS, KFP 2.15+'s object store, on loopback "
                                        "(.ci/seaweedfs/build; skipped when not built, except in CI)")
+
+
+def pytest_collection_modifyitems(config, items):
+    # A test that takes the single-node cluster up and down itself runs before the shared cluster starts
+    # (it cannot run beside it: one bridge, one set of ports).
+    items.sort(key=lambda item: item.get_closest_marker("cluster_lifecycle") is None)
 
 
 @pytest.fixture(scope="session")
@@ -104,7 +112,10 @@ def kfp(built, tmp_path_factory):
 
     yield testing_kfp_cluster.start(built, tmp_path_factory.mktemp("kfp"))
     if os.environ.get("SLIPWAY_KEEP_KFP_CLUSTER") != "1":
-        testing_kfp_cluster.cluster("down")
+        # after every tier's pipeline runs: no process of the cluster left (issue 46), each pod stopped through
+        # the CRI (none left for down's last sweep to kill)
+        stopped = testing_kfp_cluster.stop()
+        assert "stopped" in stopped.stderr and "down killed" not in stopped.stderr, stopped.stderr[-2000:]
 
 
 @pytest.fixture(scope="session")

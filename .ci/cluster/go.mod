@@ -5,6 +5,8 @@ go 1.24.2
 require (
 	github.com/spf13/cobra v1.9.1
 	k8s.io/component-base v0.32.9
+	k8s.io/cri-api v0.32.9
+	k8s.io/cri-client v0.0.0
 	k8s.io/kubernetes v1.32.9
 )
 
@@ -379,8 +381,6 @@ require (
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-helpers v0.32.9 // indirect
 	k8s.io/controller-manager v0.32.9 // indirect
-	k8s.io/cri-api v0.32.9 // indirect
-	k8s.io/cri-client v0.0.0 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
 	k8s.io/dynamic-resource-allocation v0.0.0 // indirect
 	k8s.io/endpointslice v0.0.0 // indirect

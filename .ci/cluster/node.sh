@@ -21,8 +21,10 @@ install_packages() {
 }
 
 preflight() {
-    local name
-    for name in $DAEMONS; do
+    local left name
+    left="$(cluster_processes list | awk '{printf "%s%s (%s)", sep, $2, $1; sep=", "}')" || true
+    [ -z "$left" ] || die "processes of an earlier cluster are still running: $left: run '$0 down' first"
+    for name in $DAEMONS; do  # one started by an older version of this script, without the marker
         running "$name" && die "$name is already running (pid $(cat "$RUN/$name.pid")): run '$0 down' first"
     done
     ip link show "$BRIDGE" >/dev/null 2>&1 && die "the bridge $BRIDGE exists (a killed run?): run '$0 down' first"
@@ -264,10 +266,21 @@ stop_daemons() {  # stop_daemons NAME...: SIGTERM to each one's process group at
     for name in "$@"; do rm -f "$RUN/$name.pid"; done
 }
 
+stop_pods() {  # every pod's containers, then its sandbox, through the CRI (the kube binary's stop-pods)
+    local bin
+    bin="$(cat "$RUN/bin" 2>/dev/null || true)"
+    running containerd && [ -x "$bin/kube" ] || return 0
+    "$bin/kube" stop-pods --endpoint "unix://$CONTAINERD_SOCK" --grace 10 >&2 \
+        || echo "kfp-cluster: stopping the pods through the CRI failed; what is left is killed below" >&2
+}
+
 clean_containers() {
-    # Containers outlive containerd (their shims keep them): kill them by the shim's namespace argument, then
-    # unmount whatever kubelet and containerd mounted under the state folder.
-    pkill -KILL -f "containerd-shim-runc-v2 -namespace k8s.io -address $CONTAINERD_SOCK" 2>/dev/null || true
+    # Shims outlive containerd: those its state folder names are stopped by id, then whatever of the cluster is
+    # still alive (a pod whose shim is gone, a process a killed `up` lost track of), each named; then what kubelet
+    # and containerd mounted under the state folder is unmounted.
+    local killed
+    killed="$({ cluster_processes shims; cluster_processes kill; } | paste -sd ';' - | sed 's/;/; /g')"
+    [ -z "$killed" ] || echo "kfp-cluster: down $killed" >&2
     local mount
     { grep -o " $STATE/[^ ]*" /proc/mounts 2>/dev/null || true; } | sort -r | while read -r mount; do
         umount -l "$mount" 2>/dev/null || true

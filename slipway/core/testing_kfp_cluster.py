@@ -76,6 +76,29 @@ def cluster(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout)
 
 
+def state_folder() -> str:
+    """The cluster's state folder, as .ci/kfp-cluster computes it (its `env` needs no running cluster)."""
+    printed = cluster("env", timeout=60).stdout
+    return re.search(r"^export KFP_CLUSTER_STATE=(.*)$", printed, re.MULTILINE).group(1)
+
+
+def cluster_processes() -> list[str]:
+    """The cluster's processes still alive, one 'PID PROGRAM WHY' line each (.ci/cluster/processes.py list)."""
+    listed = subprocess.run([sys.executable, str(ROOT / ".ci" / "cluster" / "processes.py"), "list", state_folder()],
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode in (0, 1), listed.stderr
+    return listed.stdout.splitlines()
+
+
+def stop() -> subprocess.CompletedProcess:
+    """.ci/kfp-cluster down, checked: it succeeds and no process of the cluster is left (shims, pods, daemons)."""
+    stopped = cluster("down")
+    assert stopped.returncode == 0, stopped.stderr[-3000:]
+    left = cluster_processes()
+    assert not left, f"left after down: {left}; down said: {stopped.stderr[-2000:]}"
+    return stopped
+
+
 def with_built_images(source: Path, target: Path, built) -> Path:
     """The committed YAML with each of our image references moved to the digest this run built."""
     committed = json.loads((ROOT / "images" / "digests.json").read_text())

@@ -1,7 +1,8 @@
 // Command kube is one binary for the Kubernetes node and control-plane programs the single-node cluster runs, and
 // etcd 3.5 (Kubernetes 1.32 needs its watch-progress requests; Debian's etcd 3.4.23 lacks them): linking once
 // instead of six times saves most of a cold build on two cores. The program is chosen by the name it is called by
-// (a symlink kube-apiserver -> kube) or by its first argument (kube kubelet --flags...).
+// (a symlink kube-apiserver -> kube) or by its first argument (kube kubelet --flags...). Besides them, stop-pods
+// (stop_pods.go): what `.ci/kfp-cluster down` stops the pods with.
 package main
 
 import (
@@ -34,7 +35,7 @@ var programs = map[string]func() *cobra.Command{
 
 func main() {
 	name := filepath.Base(os.Args[0])
-	if _, ok := programs[name]; !ok && name != "etcd" && len(os.Args) > 1 {
+	if _, ok := programs[name]; !ok && name != "etcd" && name != "stop-pods" && len(os.Args) > 1 {
 		name = os.Args[1]
 		os.Args = append([]string{name}, os.Args[2:]...)
 	}
@@ -42,9 +43,12 @@ func main() {
 		etcdmain.Main(os.Args)
 		return
 	}
+	if name == "stop-pods" {
+		os.Exit(stopPods(os.Args[1:]))
+	}
 	program, ok := programs[name]
 	if !ok {
-		names := []string{"etcd"}
+		names := []string{"etcd", "stop-pods"}
 		for known := range programs {
 			names = append(names, known)
 		}

@@ -1,0 +1,159 @@
+"""The processes of the single-node cluster that are still alive, found from /proc (never by a program's name):
+
+- a daemon `up` started, or anything it started: start_daemon puts SLIPWAY_KFP_CLUSTER=<state folder> in each
+  daemon's environment, which its children inherit;
+- a containerd shim of this cluster: its `-address` is the containerd socket in the state folder;
+- a pod's process: its cgroup is under the kubelet's kubepods (which outlive their shim, reparented to init);
+- whatever descends from one of those.
+
+  processes.py list STATE     one line per process (pid, program, why it belongs); exit 1 when there is one
+  processes.py shims STATE    stop the shims containerd started, by the ids in its state folder (SIGKILL: their
+                              containers are stopped already, or never will be)
+  processes.py kill STATE     SIGTERM to every process left, SIGKILL after 5 s; one line naming what it killed
+
+Used by .ci/kfp-cluster: `up` refuses while `list` finds one, `down` ends with `shims` and `kill`; and by the
+teardown tests (tests/test_kfp_cluster_teardown.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+MARKER = "SLIPWAY_KFP_CLUSTER"
+TASKS = "containerd/state/io.containerd.runtime.v2.task"  # containerd's runtime v2 state: <namespace>/<id>/
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # the process ended, or its files are not ours to read
+        return b""
+
+
+def _argv(pid: int) -> list[str]:
+    return [part.decode(errors="replace") for part in _read(Path(f"/proc/{pid}/cmdline")).split(b"\0") if part]
+
+
+def _parent(pid: int) -> int:
+    for line in _read(Path(f"/proc/{pid}/status")).decode(errors="replace").splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _why(pid: int, state: str) -> str | None:
+    """Why the process belongs to the cluster, or None."""
+    if f"{MARKER}={state}".encode() in _read(Path(f"/proc/{pid}/environ")).split(b"\0"):
+        return "started by up"
+    argv = _argv(pid)
+    if "-address" in argv and argv[argv.index("-address") + 1:][:1] == [f"{state}/containerd/containerd.sock"]:
+        return "containerd shim"
+    if any("/kubepods/" in line or line.endswith("/kubepods")
+           for line in _read(Path(f"/proc/{pid}/cgroup")).decode(errors="replace").splitlines()):
+        return "pod"
+    return None
+
+
+def cluster_processes(state: str) -> dict[int, str]:
+    """pid -> why, for every live process of the cluster whose state folder is STATE (never this one's ancestors)."""
+    own = set()
+    pid = os.getpid()
+    while pid > 0:
+        own.add(pid)
+        pid = _parent(pid)
+    # a zombie is dead already (killed, its parent gone, not yet reaped by init): it holds nothing
+    pids = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in own
+            and not _zombie(int(name))]
+    found = {pid: why for pid in pids if (why := _why(pid, state))}
+    parents = {pid: _parent(pid) for pid in pids}
+    grew = True
+    while grew:  # descendants, whatever they are
+        grew = False
+        for pid, parent in parents.items():
+            if pid not in found and parent in found:
+                found[pid] = f"child of {parent}"
+                grew = True
+    return found
+
+
+def _program(pid: int) -> str:
+    argv = _argv(pid)
+    return os.path.basename(argv[0]) if argv else "?"
+
+
+def describe(found: dict[int, str]) -> str:
+    return ", ".join(f"{_program(pid)} ({pid}, {why})" for pid, why in sorted(found.items()))
+
+
+def _signal(pids, number: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, number)
+
+
+def _wait_gone(pids, seconds: float) -> set[int]:
+    deadline = time.monotonic() + seconds
+    alive = set(pids)
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = {pid for pid in alive if Path(f"/proc/{pid}").exists() and not _zombie(pid)}
+    return alive
+
+
+def _zombie(pid: int) -> bool:
+    return b"State:\tZ" in _read(Path(f"/proc/{pid}/status"))
+
+
+def stop_shims(state: str) -> list[str]:
+    """SIGKILL to each shim containerd recorded in the state folder whose command line names that id and socket."""
+    killed = []
+    for bundle in sorted(Path(state, TASKS).glob("*/*")):
+        try:
+            pid = int(_read(bundle / "shim.pid").decode().strip() or 0)
+        except ValueError:
+            continue
+        argv = _argv(pid) if pid else []
+        if "-id" in argv and argv[argv.index("-id") + 1:][:1] == [bundle.name] and _why(pid, state):
+            _signal([pid], signal.SIGKILL)
+            killed.append(f"shim {bundle.name[:12]} ({pid})")
+    return killed
+
+
+def kill_all(state: str) -> str:
+    found = cluster_processes(state)
+    if not found:
+        return ""
+    text = describe(found)
+    _signal(found, signal.SIGTERM)
+    _signal(_wait_gone(found, 5), signal.SIGKILL)
+    return text
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("list", "shims", "kill"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    command, state = argv[0], argv[1].rstrip("/")
+    if command == "list":
+        found = cluster_processes(state)
+        for pid, why in sorted(found.items()):
+            print(f"{pid} {_program(pid)} {why}")
+        return 1 if found else 0
+    if command == "shims":
+        killed = stop_shims(state)
+        if killed:
+            print(f"killed {len(killed)} shims left by containerd: {', '.join(killed)}")
+        return 0
+    killed = kill_all(state)
+    if killed:
+        print(f"killed what stopping left: {killed}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
