@@ -86,6 +86,10 @@ def test_upload_new_identical_and_changed(kfp, capsys, tmp_path):
     (pipeline,) = kfp.fake.pipelines.values()
     (version,) = kfp.fake.versions.values()
     assert pipeline["display_name"] == "slipway-tabular" and pipeline["namespace"] == ""
+    # no --description: the pipeline's own, as the compiled YAML holds it (the UI's pipelines list shows it)
+    description = next(yaml.safe_load_all(TABULAR.read_text()))["pipelineInfo"]["description"]
+    assert description.startswith("CSV/Parquet to a blessed TensorFlow model")
+    assert pipeline["description"] == version["description"] == description
     assert version["display_name"] == f"{SHA[:12]}-{digest}"
     spec, platform = yaml.load_all(TABULAR.read_text(), Loader=SAFE_LOADER)
     assert version["pipeline_spec"] == {"pipeline_spec": spec, "platform_spec": platform}

@@ -35,7 +35,8 @@ def add_delivery_parsers(commands) -> None:
     upload = commands.add_parser("upload", help="upload a compiled pipeline to KFP, or a new version of it")
     upload.add_argument("pipeline_file", metavar="PIPELINE.yaml")
     upload.add_argument("--name", help="pipeline name (default: the YAML's pipelineInfo.name)")
-    upload.add_argument("--description", default="", help="pipeline (and version) description")
+    upload.add_argument("--description", default="",
+                        help="pipeline (and version) description (default: the pipeline's own, from the compiled YAML)")
     upload.add_argument("--version-name", help="version name (default: <git commit, 12>-<sha256 of the file, 12>)")
     _connection(upload)
 

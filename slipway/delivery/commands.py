@@ -47,8 +47,9 @@ def upload(args) -> int:
     package = read_package(args.pipeline_file)
     name = args.name or package.name
     version_name = args.version_name or default_version_name(package)
+    description = args.description or package.description  # the KFP UI's pipelines list shows it
     with _session(args) as session:
-        pipeline = remote.find_pipeline(session, name) or _create_pipeline(session, name, args.description)
+        pipeline = remote.find_pipeline(session, name) or _create_pipeline(session, name, description)
         for version in remote.versions(session, pipeline.pipeline_id):
             if version.display_name.endswith(f"-{package.digest}") or same_content(package, version.pipeline_spec):
                 print(f"pipeline {name}: version {version.display_name} ({version.pipeline_version_id}) already "
@@ -58,7 +59,7 @@ def upload(args) -> int:
         version = session.call(f"upload a version of pipeline {name}",
                                session.client.pipeline_uploads.upload_pipeline_version, str(package.path),
                                name=version_name, pipelineid=pipeline.pipeline_id,
-                               description=args.description or None)
+                               description=description or None)
         print(f"pipeline {name} ({pipeline.pipeline_id}): uploaded version {version.display_name} "
               f"({version.pipeline_version_id})")
         print(f"  {_version_url(session, version)}")

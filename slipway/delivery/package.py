@@ -40,6 +40,11 @@ class PipelinePackage:
         return self.spec["pipelineInfo"]["name"]
 
     @property
+    def description(self) -> str:
+        """The pipeline's own description (its docstring's first part, as the compiler wrote it), or ''."""
+        return str(self.spec["pipelineInfo"].get("description") or "")
+
+    @property
     def digest(self) -> str:
         return hashlib.sha256(self.content).hexdigest()[:HASH_CHARS]
 
