@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slipway.core import chart_lines, chart_svg, charts
+from slipway.core import chart_lines, chart_svg, charts, storage
 
 # The metric drawn by slice when the caller names none and no threshold names one: the first of these measured.
 PREFERRED_METRICS = ("auc", "binary_accuracy", "sparse_categorical_accuracy", "accuracy", "root_mean_squared_error",
@@ -208,7 +208,8 @@ def _head(split: str, model_dir: str, baseline_dir: str, decision: Mapping[str, 
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>Slipway evaluation</title>",
         f"<style>{_CSS}</style></head><body>",
         "<h1>Model evaluation</h1>",
-        f"<p>Model: <code>{e(model_dir)}</code><br>Baseline: <code>{e(baseline_dir or 'none')}</code>"
+        f"<p>Model: <code>{e(storage.shown_uri(model_dir))}</code><br>"
+        f"Baseline: <code>{e(storage.shown_uri(baseline_dir) if baseline_dir else 'none')}</code>"
         f"<br>Split: <code>{e(split)}</code></p>",
         f"<div class='banner {'yes' if decision['blessed'] else 'no'}'>{e(banner_text(decision))}</div>",
     ]

@@ -4,10 +4,10 @@ line."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from typing import Any
 
+from slipway.core import artifacts
 from slipway.core.step import Step, parameters
 from slipway.core.step_facts import metrics_text
 
@@ -53,9 +53,8 @@ def _show_in_kfp(result: dict, a: dict[str, Any]) -> None:
     if roc:
         classification_metrics.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
     shutil.copyfile(f"{a['evaluation'].path}/report.html", a["report"].path)
-    # KFP keeps Metrics in metadata only; a file makes the artifact readable where it lies, too.
-    with open(metrics.path, "w", encoding="utf-8") as handle:
-        json.dump(result["metrics"], handle, indent=2, sort_keys=True)
+    artifacts.write_metadata_file(metrics)
+    artifacts.write_metadata_file(classification_metrics)
 
 
 def fact(outputs: dict, params: dict) -> str:

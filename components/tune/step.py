@@ -8,6 +8,7 @@ import json
 import shutil
 from typing import Any
 
+from slipway.core import artifacts
 from slipway.core.step import Step, parameters
 from slipway.core.step_facts import number
 
@@ -36,6 +37,7 @@ def run(arguments: dict[str, Any]) -> str:
         )
         for name, value in tune_report.metrics_for_kfp(result).items():
             a["metrics"].log_metric(name, value)
+        artifacts.write_metadata_file(a["metrics"])
         summary = {key: result[key] for key in ("parameters", "objective", "trial", "counts", "backend")}
         step.output("best_hyperparameters", "HyperParameters", best, summary)
         step.output("report", "HTML", report, _report_copy(report))

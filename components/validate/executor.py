@@ -27,7 +27,7 @@ from typing import Any
 
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
 from slipway.components.validate import report
-from slipway.core import artifacts, beam_storage, progress
+from slipway.core import artifacts, beam_storage, progress, storage
 from slipway.core import beam as beam_options
 from slipway.core.errors import SlipwayError, ValidationFailed, option_name
 from slipway.core.json_text import json_object
@@ -354,7 +354,7 @@ def run(
     anomalies = _find_anomalies(schema, stats, user_schema is not None, skew, drift, default_drift)
     _write_statistics(statistics_dir, splits, stats)
     ctx = {
-        "examples_dir": str(examples_dir), "schema_source": source, "schema_file": schema_file,
+        "examples_dir": storage.shown_uri(examples_dir), "schema_source": source, "schema_file": schema_file,
         "allowed": bool(allow_anomalies), "anomalies": anomalies, "splits": counts, "label": meta.get("label"),
         "skew": skew, "drift": drift, "default_drift": default_drift,
         "features": report.feature_rows(schema, stats, meta.get("label"), meta.get("label_classes")),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any
 
 from slipway.core import charts
@@ -243,8 +244,21 @@ def status(anomalies: list, allowed: bool) -> str:
     return f"{len(anomalies)} anomalies, {state}"
 
 
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+# What CommonMark (and GFM's tables) read as inline markup: a feature named trip_start_day must not turn italic
+MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]<>&|~])")
+
+
+def _md_cell(text: object) -> str:
+    """Text for a table cell: inline markup characters escaped, one line."""
+    return MARKDOWN_INLINE.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def _md_code(text: object) -> str:
+    """Text as a code span (read literally), fenced by more backticks than it holds in a row."""
+    text = " ".join(str(text).split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def report_md(ctx: dict) -> str:
@@ -253,34 +267,36 @@ def report_md(ctx: dict) -> str:
     lines = [
         "# Data validation report",
         "",
-        f"- Examples: `{ctx['examples_dir']}`",
-        f"- Schema: {ctx['schema_source']}" + (f" (`{ctx['schema_file']}`)" if ctx["schema_file"] else ""),
-        f"- Result: **{status(ctx['anomalies'], ctx['allowed'])}**",
+        f"- Examples: {_md_code(ctx['examples_dir'])}",
+        f"- Schema: {_md_cell(ctx['schema_source'])}" + (f" ({_md_code(ctx['schema_file'])})" if ctx["schema_file"]
+                                                         else ""),
+        f"- Result: **{_md_cell(status(ctx['anomalies'], ctx['allowed']))}**",
     ]
     if ctx["label"]:
-        lines.append(f"- Label: `{ctx['label']}`")
+        lines.append(f"- Label: {_md_code(ctx['label'])}")
     for title, key in (("Skew thresholds", "skew"), ("Drift thresholds (reference: train)", "drift")):
         if ctx[key]:
-            lines.append(f"- {title}: " + ", ".join(f"`{k}` {v:g}" for k, v in sorted(ctx[key].items())))
+            lines.append(f"- {title}: " + ", ".join(f"{_md_code(k)} {v:g}" for k, v in sorted(ctx[key].items())))
     if ctx["default_drift"] is not None:
         lines.append(f"- Default drift threshold: {ctx['default_drift']:g}")
     lines += ["", "## Splits", "", "| Split | Examples |", "|---|---:|"]
-    lines += [f"| {s} | {n} |" for s, n in ctx["splits"].items()]
+    lines += [f"| {_md_cell(s)} | {n} |" for s, n in ctx["splits"].items()]
     lines += ["", "## Anomalies", ""]
     if ctx["anomalies"]:
         lines += ["| Split | Feature | Kind | Anomaly | Description |", "|---|---|---|---|---|"]
         for a in ctx["anomalies"]:
-            lines.append(f"| {a['split']} | {_md_cell(a['feature'] or '(dataset)')} | {a['kind']} | "
-                         f"{_md_cell(a['short'])} | {_md_cell(a['description'])} |")
+            cells = [a["split"], a["feature"] or "(dataset)", a["kind"], a["short"], a["description"]]
+            lines.append("| " + " | ".join(_md_cell(cell) for cell in cells) + " |")
     else:
         lines.append("None.")
-    header = "| Feature | Type | " + " | ".join(f"{s} missing | {s} mean / unique" for s in splits) + " |"
+    header = "| Feature | Type | " + " | ".join(f"{_md_cell(s)} missing | {_md_cell(s)} mean / unique"
+                                                for s in splits) + " |"
     lines += ["", "## Features", "", header, "|---|---|" + "---:|---:|" * len(splits)]
     for row in ctx["features"]:
         cells = [_md_cell(row["feature"]), row["type"]]
         for s in splits:
             cell = row["splits"].get(s, {"missing": None, "value": "-"})
-            cells += [pct(cell["missing"]), cell["value"]]
+            cells += [pct(cell["missing"]), _md_cell(cell["value"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -186,7 +186,7 @@ def test_allow_anomalies_writes_everything_and_records_them(data, tmp_path):
     assert (tmp_path / "schema_dir" / "schema.pbtxt").is_file()
     recorded = json.loads((tmp_path / "report_dir" / "anomalies.json").read_text())
     assert recorded["allowed"] is True and len(recorded["anomalies"]) == 1
-    assert "allowed (allow_anomalies)" in (tmp_path / "report_dir" / "report.md").read_text()
+    assert "allowed (allow\\_anomalies)" in (tmp_path / "report_dir" / "report.md").read_text()  # Markdown-escaped
 
 
 def test_user_schema_is_used(data, tmp_path):
@@ -313,3 +313,28 @@ def test_report_cuts_a_long_tail_into_an_overflow_bar(tmp_path):
     for t in overflow:  # what lies above it: the top tenth
         assert float(t.rsplit(" ", 1)[1].rstrip("%")) == pytest.approx(10, abs=3)
     assert len(titles) == 2 * 11
+
+
+def test_the_markdown_report_renders_names_as_written():
+    """Names with Markdown's markup characters (trip_start_day, a*b, x|y, <tag>) render as text, not italics, table
+    columns or HTML, in a CommonMark + GFM-table renderer (the KFP UI's Markdown viewer reads the same syntax)."""
+    from markdown_it import MarkdownIt
+
+    from slipway.components.validate import report
+
+    names = ["trip_start_day", "fare_*_total*", "x|y", "<b>tag</b>", "a`b"]
+    ctx = {"splits": {"train": 10, "eval_set": 5}, "examples_dir": "s3://bucket/path_to/examples",
+           "schema_source": "inferred", "schema_file": "", "label": "is_big_tipper", "skew": {"fare_total": 0.1},
+           "drift": {}, "default_drift": None, "allowed": False,
+           "anomalies": [{"split": "eval_set", "feature": names[0], "kind": "drift", "short": "L_inf 0.3 > 0.1",
+                          "description": "values of *trip_start_day* drifted"}],
+           "features": [{"feature": name, "type": "STRING", "splits": {"train": {"missing": 0.0, "value": "1 unique"}}}
+                        for name in names]}
+    page = MarkdownIt("commonmark").enable("table").render(report.report_md(ctx))
+    assert "<em>" not in page and "<strong>" in page  # only the result line is bold
+    cells = re.findall(r"<td>(.*?)</td>", page)
+    for name in ["trip_start_day", "fare_*_total*", "x|y", "&lt;b&gt;tag&lt;/b&gt;", "a`b"]:
+        assert name in cells, (name, cells)
+    assert "values of *trip_start_day* drifted" in cells
+    assert "<code>s3://bucket/path_to/examples</code>" in page and "<code>is_big_tipper</code>" in page
+    assert "eval_set missing" in re.findall(r"<th[^>]*>(.*?)</th>", page)

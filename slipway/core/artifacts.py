@@ -58,6 +58,13 @@ def write_json(path: str | os.PathLike, data: dict) -> None:
     storage.write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def write_metadata_file(artifact) -> None:
+    """A metrics artifact's metadata as a small JSON file at its path. KFP keeps Metrics and ClassificationMetrics in
+    ML Metadata only; without a file its launcher logs that the output path does not exist and the UI's preview of
+    the artifact answers 500."""
+    atomic_write_text(artifact.path, json.dumps(dict(artifact.metadata), indent=2, sort_keys=True, default=str) + "\n")
+
+
 def examples_meta(examples_root: str | os.PathLike) -> dict:
     """What ingest recorded about an Examples folder (splits, counts, label, classes, columns)."""
     path = storage.join(examples_root, EXAMPLES_META)

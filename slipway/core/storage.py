@@ -142,6 +142,21 @@ def copy_tree(source: str, destination: str) -> int:
     return copied
 
 
+# Where KFP's launcher mounts an artifact's object-store URI inside the step's container (kfp.dsl's Artifact.path:
+# gs://b/k is read and written at /gcs/b/k, minio:// and s3:// alike)
+KFP_MOUNTS = {"/gcs/": "gs://", "/minio/": "minio://", "/s3/": "s3://"}
+
+
+def shown_uri(path: str | os.PathLike) -> str:
+    """What a report names for an artifact at `path`: its URI, as the KFP UI and `slipway lineage` show it, where
+    the path is KFP's mount of one; a URI or a local path (kfp.local, `slipway run`) as it is."""
+    text = str(path)
+    for mount, scheme in KFP_MOUNTS.items():
+        if text.startswith(mount):
+            return scheme + text[len(mount):]
+    return text
+
+
 def s3_uri(uri: str) -> str:
     """KFP's minio://bucket/key URIs (its artifacts' URIs when the pipeline root is on MinIO) name S3 objects at the
     configured endpoint: s3://bucket/key, which tf.io.gfile reads through tensorflow-io."""

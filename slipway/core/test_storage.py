@@ -1,4 +1,5 @@
-"""storage.local_path: what an input read from the local file system may be written as."""
+"""storage: what an input read from the local file system may be written as (local_path), and what a report names
+for an artifact KFP mounted (shown_uri)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from slipway.core import storage
 from slipway.core.errors import SlipwayError
 from slipway.core.storage import local_path
 
@@ -30,3 +32,13 @@ def test_other_uris_fail_naming_the_scheme(given: str, message: str):
     with pytest.raises(SlipwayError) as err:
         local_path(given, "--data")
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize("uri", ["gs://bucket/v2/artifacts/run/validate/statistics", "minio://mlpipeline/v2/a/b",
+                                 "s3://mlpipeline/v2/artifacts/x"])
+def test_a_report_names_the_uri_of_an_artifact_kfp_mounted(uri: str):
+    from kfp import dsl
+
+    artifact = dsl.Artifact(uri=uri)  # kfp's own mapping from URI to the path a step reads and writes
+    assert artifact.path != uri and storage.shown_uri(artifact.path) == uri
+    assert storage.shown_uri("/tmp/outputs/statistics") == "/tmp/outputs/statistics"  # kfp.local: a local path
