@@ -243,6 +243,44 @@ def test_the_runs_visualizations_keep_the_shapes_the_kfp_ui_reads(kfp, first_run
     assert seen == {"system.Metrics", "system.ClassificationMetrics", "system.HTML", "system.Markdown"}, seen
 
 
+def test_what_the_kfp_ui_reads_of_a_run_names_our_records_walks_to_the_raw_data_and_previews(kfp, first_run):
+    """What KFP's UI gets through ML Metadata and its artifact server: every record of the run, KFP's and ours, has a
+    name (and each artifact a creation time) in its lists; the Lineage Explorer's walk from KFP's model reaches the
+    raw CSV through KFP's records; every output that is one object (metrics, reports) answers the preview's read of
+    its URI (its server reads exactly that key); the reports name URIs, not the pod's mount paths."""
+    from slipway.core.lineage_mlmd import IMPORT_TYPE
+    from slipway.core.testing_kfp_ui import ui_unnamed, ui_upstream
+
+    _, run_id = first_run
+    store = mlmd(kfp)
+    ours = list(our_executions(kfp, run_id).values())
+    theirs_context = store.get_context_by_type_and_name("system.PipelineRun", run_id)
+    records = store.get_artifacts_by_id(list({e.artifact_id for e in store.get_events_by_execution_ids(
+        [x.id for x in ours])}))
+    producers = store.get_executions_by_id(list({e.execution_id for e in store.get_events_by_artifact_ids(
+        [a.id for a in records])}))
+    execution_types = {t.id: t.name for t in store.get_execution_types()}
+    ours += [x for x in producers if execution_types[x.type_id] == IMPORT_TYPE]  # our raw inputs' imports
+    assert ui_unnamed(store, records, ours) == []
+    types = {t.id: t.name for t in store.get_artifact_types()}
+    (model,) = [a for a in store.get_artifacts_by_context(theirs_context.id) if types[a.type_id] == "system.Model"]
+    reached = ui_upstream(store, model.id).values()
+    assert "s3://mlpipeline/data/taxi.csv" in {a.uri for a in reached}
+    assert len([a for a in reached if types[a.type_id].startswith("system.")]) >= 3  # KFP's Dataset/Artifact/Model
+
+    outputs = [a for a in store.get_artifacts_by_context(theirs_context.id)
+               if types[a.type_id] in ("system.Metrics", "system.ClassificationMetrics", "system.HTML",
+                                       "system.Markdown")]
+    assert len(outputs) >= 4
+    for artifact in outputs:
+        key = artifact.uri.removeprefix("minio://mlpipeline/")
+        body = kfp.s3().get_object(Bucket="mlpipeline", Key=key)["Body"].read()  # what the UI's server reads
+        assert body.strip(), f"{types[artifact.type_id]} {artifact.uri}: empty"
+        if types[artifact.type_id] in ("system.HTML", "system.Markdown"):
+            text = body.decode()
+            assert "/minio/" not in text and "minio://mlpipeline/v2/artifacts/" in text, (artifact.uri, text[:500])
+
+
 def training_pod(kfp: Kfp, run_id: str, timeout: float = 900) -> str:
     """The train step's pod once its first epoch has ended (its metric line `epoch=1 ...` is in the log)."""
     deadline = time.monotonic() + timeout

@@ -91,6 +91,27 @@ def test_docstrings_name_only_real_inputs_and_outputs():
         assert documented_outputs == outputs, f"{name}: Returns names {sorted(documented_outputs)}, not {outputs}"
 
 
+@pytest.mark.parametrize("path", COMPONENT_FILES + PIPELINE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_component_source_embedded_in_the_yaml_reads_as_written(path):
+    """kfp embeds each component function's source in the YAML: its docstring holds the shared descriptions' text,
+    no placeholder (slipway.core.descriptions; `slipway compile` refuses a differing entry)."""
+    text = path.read_text()
+    assert "<shared>" not in text
+    if "beam_pipeline_args" in text:
+        assert "Beam pipeline options, as TFX components take them" in text
+
+
+def test_compile_refuses_a_shared_description_written_differently():
+    from slipway.components.train.component import train
+    from slipway.core import descriptions
+
+    function = train.python_func
+    assert descriptions.differing(function) == []
+    changed = type(function)(function.__code__, function.__globals__, function.__name__)
+    changed.__doc__ = function.__doc__.replace("else nothing is recorded", "else no record")
+    assert descriptions.differing(changed) == ["lineage_store"]
+
+
 def test_a_users_pipeline_composed_from_our_components_shows_their_descriptions(tmp_path):
     """What a user's own pipeline compiles to when it imports our components (kfp 2.13's
     load_component_from_file drops descriptions when it reads a component YAML: the README says so)."""
@@ -136,8 +157,31 @@ def test_every_artifact_of_a_real_run_keeps_the_shapes_the_kfp_ui_reads(taxi_run
             for artifact in listed["artifacts"]:
                 schema_title = types[task][name]
                 check_artifact(schema_title, artifact["uri"], artifact.get("metadata", {}))
+                # what KFP's launcher uploads and the UI previews: metadata-only artifacts too have a file
+                assert Path(artifact["uri"]).exists(), f"{task}.{name} ({schema_title}): nothing at {artifact['uri']}"
                 seen.add(schema_title)
     assert seen >= {"system.ClassificationMetrics", "system.Metrics", "system.HTML", "system.Markdown"}
+
+
+def test_every_lineage_record_of_a_real_run_has_the_name_and_date_the_kfp_ui_lists(taxi_run):
+    """The demo's ML Metadata (SQLite) as KFP's UI would list it: every artifact and execution named, every artifact
+    dated (the raw CSV too), and the Lineage Explorer's walk from the model reaching the raw CSV."""
+    from ml_metadata.metadata_store import metadata_store
+
+    from slipway.core.lineage_mlmd import sqlite_config
+    from slipway.core.testing_kfp_ui import ui_artifact_name, ui_unnamed, ui_upstream
+
+    workdir, summary = taxi_run
+    store = metadata_store.MetadataStore(sqlite_config(str(workdir / "metadata.sqlite")))
+    artifacts, executions = store.get_artifacts(), store.get_executions()
+    assert artifacts and executions
+    assert ui_unnamed(store, artifacts, executions) == []
+    types = {t.id: t.name for t in store.get_artifact_types()}
+    (model,) = [a for a in artifacts if types[a.type_id] == "Model"]
+    reached = ui_upstream(store, model.id).values()
+    raw = [a for a in reached if types[a.type_id] == "RawData"]
+    assert raw and raw[0].uri.endswith(".csv") and ui_artifact_name(raw[0]) == Path(raw[0].uri).name
+    assert ui_artifact_name(model) == "train.model"
 
 
 def test_the_shape_checks_fail_on_what_the_ui_would_reject(tmp_path):

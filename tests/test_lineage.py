@@ -99,3 +99,69 @@ def test_an_outputs_properties_are_read_back_in_key_order(tmp_path: Path):
     (step,) = store.run_steps("run-1")
     (read,) = step.outputs
     assert list(read.properties) == sorted(properties) and read.properties["model_version"] == 2
+
+
+def _kfp_launcher_record(store, task: str, inputs: list, outputs: list[tuple[str, str]]) -> dict[str, object]:
+    """What KFP's launcher writes in the same store when a task ends (system.* types, its display_name and task_name
+    custom properties): its execution and an artifact per output URI. Returns the artifacts by output name."""
+    from ml_metadata.proto import metadata_store_pb2 as pb
+
+    execution = pb.Execution(type_id=store.put_execution_type(pb.ExecutionType(name="system.ContainerExecution")),
+                             last_known_state=pb.Execution.COMPLETE)
+    execution.custom_properties["task_name"].string_value = task
+    pairs = []
+    for name, artifact in inputs:
+        event = pb.Event(type=pb.Event.INPUT)
+        event.path.steps.add().key = name
+        pairs.append((artifact, event))
+    for name, uri in outputs:
+        artifact = pb.Artifact(type_id=store.put_artifact_type(pb.ArtifactType(name="system.Artifact")), uri=uri)
+        artifact.custom_properties["display_name"].string_value = name
+        event = pb.Event(type=pb.Event.OUTPUT)
+        event.path.steps.add().key = name
+        pairs.append((artifact, event))
+    _, ids, _ = store.put_execution(execution, pairs, [])
+    return {name: store.get_artifacts_by_id([ids[len(inputs) + i]])[0] for i, (name, _) in enumerate(outputs)}
+
+
+def test_kfps_records_of_the_same_uris_join_ours_in_one_graph_the_ui_names_and_walks(tmp_path: Path):
+    """On KFP our steps and its launcher record the same URIs: one graph, walked from KFP's model to the raw file as
+    the UI's Lineage Explorer walks it (events, by ids), every record named and dated as its lists show them; what
+    `slipway lineage` answers is the same as in a store without KFP's records."""
+    from slipway.core.testing_kfp_ui import ui_unnamed, ui_upstream
+
+    def story(path: Path, with_kfp: bool):
+        store = lineage.open_store(lineage.sqlite_uri(path))
+        raw = store._store  # the MLMD store underneath, where KFP's launcher writes too
+        _record(store, "r1", "ingest", [_art("data", "RawData", "/data/a.csv", sha256="abc")],
+                [_art("examples", "Examples", "/x/examples")])
+        kfp = _kfp_launcher_record(raw, "ingest", [], [("examples", "/x/examples")]) if with_kfp else {}
+        _record(store, "r1", "transform",
+                [_art("examples", "Examples", "/x/examples"), _art("module_file", "ModuleFile", "/m.py", sha256="f")],
+                [_art("transformed_examples", "Examples", "/x/tx")])
+        if with_kfp:
+            kfp |= _kfp_launcher_record(raw, "transform", [("examples", kfp["examples"])],
+                                        [("transformed_examples", "/x/tx")])
+        _record(store, "r1", "train", [_art("transformed_examples", "Examples", "/x/tx")],
+                [_art("model", "Model", "/x/model")])
+        if with_kfp:
+            kfp |= _kfp_launcher_record(raw, "train", [("transformed_examples", kfp["transformed_examples"])],
+                                        [("model", "/x/model")])
+        return store, raw, kfp
+
+    alone, _, _ = story(tmp_path / "alone.sqlite", with_kfp=False)
+    store, raw, kfp = story(tmp_path / "kfp.sqlite", with_kfp=True)
+    assert ui_unnamed(raw, raw.get_artifacts(), raw.get_executions()) == []
+    reached = {a.uri for a in ui_upstream(raw, kfp["model"].id).values()}
+    assert {"/x/model", "/x/tx", "/x/examples", "/data/a.csv", "/m.py"} <= reached
+    names = {a.custom_properties["display_name"].string_value for a in raw.get_artifacts()}
+    assert {"ingest.examples", "train.model", "a.csv", "m.py"} <= names
+
+    def answers(s):
+        chain = [(n.depth, n.artifact.type_name, n.artifact.uri, n.produced_by, n.artifact.properties)
+                 for n in s.trace("/x/model")]
+        steps = [(r.component, [a.uri for a in r.inputs], [a.uri for a in r.outputs]) for r in s.run_steps("r1")]
+        return chain, steps
+
+    assert answers(store) == answers(alone)
+    assert ("ingest", ["/data/a.csv"], ["/x/examples"]) in answers(store)[1]

@@ -21,6 +21,14 @@ PIPELINE_RUN = "slipway.PipelineRun"
 PIPELINE = "slipway.Pipeline"
 KFP_TYPE_PREFIX = "system."  # the types KFP's launcher records artifacts and executions under
 GRPC_TIMEOUT_S = 15  # per call to a remote MLMD server
+# What KFP's UI names a record by and groups it under (its Artifacts and Executions lists and Lineage Explorer read
+# these custom properties: frontend/src/mlmd/MlmdUtils.ts, ArtifactList.tsx). Written on every record; left out of
+# what is read back, so `slipway lineage` and summaries answer what they did.
+UI_PROPERTIES = ("display_name", "run_id", "pipeline_name")
+# Like KFP's importer: the execution that brings a raw input (a CSV, a schema or module file) into the store. The UI
+# dates an artifact by its last OUTPUT event, and a raw input had none; the trace treats it as no producer.
+IMPORT_COMPONENT = "import"
+IMPORT_TYPE = f"slipway.{IMPORT_COMPONENT}"
 
 
 def sqlite_config(path: str) -> ConnectionConfig:
@@ -104,19 +112,22 @@ class MlmdLineage:
                 "startup_seconds": record.startup_seconds,
                 "slipway_version": __version__,
                 "environment": json.dumps(record.environment, sort_keys=True) if record.environment else None,
+                **_ui_names(f"slipway.{record.component}", record),
             },
         )
         pairs, linked = [], set()
         for artifacts, event_type in ((record.inputs, pb.Event.INPUT), (record.outputs, pb.Event.OUTPUT)):
             for art in artifacts:
-                artifact = self._artifact_for(art, reuse=event_type == pb.Event.INPUT)
+                if event_type == pb.Event.INPUT:
+                    artifact = self._find_artifact(art) or self._imported(art, record)
+                else:
+                    artifact = self._new_artifact(art, f"{record.component}.{art.name}", record)
                 if artifact.id and (artifact.id, event_type) in linked:
                     continue  # one artifact under two input names (a model that is its own baseline): MLMD keeps one
                 linked.add((artifact.id, event_type))
-                event = pb.Event(type=event_type)
-                step = event.path.steps.add()
-                step.key = art.name
-                pairs.append((artifact, event))
+                pairs.append((artifact, _event(event_type, art.name)))
+                if event_type == pb.Event.INPUT:
+                    pairs += self._kfp_links(artifact, art.name)
         contexts = [self._context(PIPELINE_RUN, record.run_id), self._context(PIPELINE, record.pipeline)]
         self._store.put_execution(execution, pairs, contexts, reuse_context_if_already_exist=True)
 
@@ -130,17 +141,51 @@ class MlmdLineage:
             name = f"{record.run_id}.{record.component}.attempt-{attempt}"
         return name
 
-    def _artifact_for(self, art: ArtifactRecord, reuse: bool):
+    def _new_artifact(self, art: ArtifactRecord, display_name: str, record: StepRecord):
         from ml_metadata.proto import metadata_store_pb2 as pb
 
-        if reuse:
-            existing = self._find_artifact(art)
-            if existing is not None:
-                return existing
         artifact = pb.Artifact(type_id=self._type_id("artifact", art.type_name), uri=art.uri)
         artifact.state = pb.Artifact.LIVE
-        _set_properties(artifact.custom_properties, art.properties)
+        _set_properties(artifact.custom_properties, {**art.properties, **_ui_names(display_name, record)})
         return artifact
+
+    def _imported(self, art: ArtifactRecord, record: StepRecord):
+        """A raw input's first record, stored as the output of an import execution (see IMPORT_TYPE)."""
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        name = art.uri.rstrip("/").rsplit("/", 1)[-1] or art.uri
+        artifact = self._new_artifact(art, name, record)
+        execution = pb.Execution(type_id=self._type_id("execution", IMPORT_TYPE),
+                                 last_known_state=pb.Execution.COMPLETE)
+        _set_properties(execution.custom_properties, {"component": IMPORT_COMPONENT,
+                                                           **_ui_names(f"{IMPORT_COMPONENT} {name}", record)})
+        _, (artifact.id,), _ = self._store.put_execution(execution, [(artifact, _event(pb.Event.OUTPUT, art.name))],
+                                                         [])
+        return artifact
+
+    def _kfp_links(self, artifact, key: str) -> list:
+        """One graph with KFP's records instead of two beside each other: a step that reads an artifact also reads
+        KFP's record of the same URI (its launcher's, written when the producing step ended), and the step that
+        produced ours is marked as producing KFP's too. So KFP's UI walks from KFP's model through our steps back to
+        the raw files KFP never sees. Reading back (run_steps, trace) leaves KFP's records out."""
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        theirs = self._kfp_artifacts(self._store.get_artifacts_by_uri(artifact.uri))
+        if not theirs:
+            return []
+        kfp_record = max(theirs, key=lambda a: a.id)
+        ours = [e for e in self._store.get_events_by_artifact_ids([artifact.id]) if e.type == pb.Event.OUTPUT]
+        marked = {e.execution_id for e in self._store.get_events_by_artifact_ids([kfp_record.id])
+                  if e.type == pb.Event.OUTPUT}
+        added = []
+        for produced in ours:
+            if produced.execution_id not in marked:
+                event = _event(pb.Event.OUTPUT, _event_key(produced))
+                event.artifact_id, event.execution_id = kfp_record.id, produced.execution_id
+                added.append(event)
+        if added:
+            self._store.put_events(added)
+        return [(kfp_record, _event(pb.Event.INPUT, key))]
 
     def _find_artifact(self, art: ArtifactRecord):
         candidates = self._own(self._store.get_artifacts_by_uri(art.uri))
@@ -154,10 +199,14 @@ class MlmdLineage:
         """The artifacts Slipway's steps recorded. On Kubeflow the same store holds KFP's own record of each artifact
         at the same URI (types system.*, written by its launcher), whose events stop at the step: ours reach back to
         the raw files KFP never sees."""
+        kfp = {a.id for a in self._kfp_artifacts(artifacts)}
+        return [a for a in artifacts if a.id not in kfp]
+
+    def _kfp_artifacts(self, artifacts: list) -> list:
         if not artifacts:
             return []
         types = {t.id: t.name for t in self._store.get_artifact_types_by_id(list({a.type_id for a in artifacts}))}
-        return [a for a in artifacts if not types[a.type_id].startswith(KFP_TYPE_PREFIX)]
+        return [a for a in artifacts if types[a.type_id].startswith(KFP_TYPE_PREFIX)]
 
     def _context(self, type_name: str, name: str):
         from ml_metadata.proto import metadata_store_pb2 as pb
@@ -192,8 +241,8 @@ class MlmdLineage:
             environment=json.loads(props.get("environment") or "{}"),
         )
         events = self._store.get_events_by_execution_ids([execution.id])
-        artifacts = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in events])}
-        for event in events:
+        artifacts = {a.id: a for a in self._own(self._store.get_artifacts_by_id([e.artifact_id for e in events]))}
+        for event in (e for e in events if e.artifact_id in artifacts):
             art = self._artifact_record(artifacts[event.artifact_id], _event_key(event))
             (record.outputs if event.type == pb.Event.OUTPUT else record.inputs).append(art)
         return record
@@ -202,7 +251,7 @@ class MlmdLineage:
         type_name = self._store.get_artifact_types_by_id([artifact.type_id])[0].name
         # sorted: ML Metadata hands a map back in no fixed order, and what is read from it (summary.json, the
         # lineage printout) should not change with it
-        props = {k: _prop(v) for k, v in sorted(artifact.custom_properties.items())}
+        props = {k: _prop(v) for k, v in sorted(artifact.custom_properties.items()) if k not in UI_PROPERTIES}
         return ArtifactRecord(name=name, type_name=type_name, uri=artifact.uri, properties=props)
 
     def trace(self, uri: str) -> list[LineageNode]:
@@ -220,7 +269,7 @@ class MlmdLineage:
             producers = [
                 e for e in self._store.get_events_by_artifact_ids([artifact.id]) if e.type == pb.Event.OUTPUT
             ]
-            execution = self._store.get_executions_by_id([producers[-1].execution_id])[0] if producers else None
+            execution = self._producer(producers)
             component = _prop(execution.custom_properties.get("component")) if execution else None
             record = self._artifact_record(artifact, name)
             nodes.append(LineageNode(record, component, execution.id if execution else None, depth))
@@ -229,13 +278,20 @@ class MlmdLineage:
             seen.add(execution.id)
             events = self._store.get_events_by_execution_ids([execution.id])
             inputs = [e for e in events if e.type == pb.Event.INPUT]
-            upstream = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in inputs])}
-            for event in inputs:
+            upstream = {a.id: a for a in self._own(self._store.get_artifacts_by_id([e.artifact_id for e in inputs]))}
+            for event in (e for e in inputs if e.artifact_id in upstream):
                 key = _event_key(event)
                 visit(upstream[event.artifact_id], key, depth + 1)
 
         visit(start[-1], "", 0)
         return nodes
+
+    def _producer(self, output_events: list):
+        """The step that produced an artifact, from its OUTPUT events (the newest); None for a raw input."""
+        if not output_events:
+            return None
+        execution = self._store.get_executions_by_id([output_events[-1].execution_id])[0]
+        return None if _prop(execution.custom_properties.get("component")) == IMPORT_COMPONENT else execution
 
     def latest_blessed_model(self, pipeline: str) -> str | None:
         """URI of the newest model whose evaluation wrote a BLESSED blessing in this pipeline's runs.
@@ -275,6 +331,19 @@ class MlmdLineage:
         deploys = [x for x in self._store.get_executions_by_id(taken)
                    if _prop(x.custom_properties.get("component")) == DEPLOY_COMPONENT]
         return bool(deploys) and all(_prop(x.custom_properties.get("state")) != "COMPLETE" for x in deploys)
+
+
+def _ui_names(display_name: str, record: StepRecord) -> dict[str, str]:
+    """UI_PROPERTIES of a record a step writes."""
+    return dict(zip(UI_PROPERTIES, (display_name, record.run_id, record.pipeline), strict=True))
+
+
+def _event(event_type, key: str):
+    from ml_metadata.proto import metadata_store_pb2 as pb
+
+    event = pb.Event(type=event_type)
+    event.path.steps.add().key = key
+    return event
 
 
 def _event_key(event) -> str:

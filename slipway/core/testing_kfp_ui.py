@@ -101,3 +101,80 @@ def check_artifact(schema_title: str, uri: str, metadata: dict) -> None:
             remote = re.findall(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", text, flags=re.I)
             if remote:
                 raise ContractError(f"{uri}: loads remote resources {remote[:3]}")
+        else:
+            unescaped = unescaped_markup(text)
+            if unescaped:
+                raise ContractError(f"{uri}: table cells with unescaped Markdown markup (rendered as emphasis): "
+                                    f"{unescaped[:3]}")
+
+
+def unescaped_markup(markdown: str) -> list[str]:
+    """The table cells of a Markdown text holding a `_` or `*` that is not escaped (code spans aside): the UI's
+    viewer turns trip_start_day into trip<em>start</em>day."""
+    found = []
+    for line in markdown.splitlines():
+        if not line.startswith("|"):
+            continue
+        for cell in re.split(r"(?<!\\)\|", re.sub(r"(`+).*?\1", "", line)):
+            if re.search(r"(?<!\\)[_*]", cell):
+                found.append(cell.strip())
+    return found
+
+
+# -- ML Metadata as KFP 2.14's UI reads it (frontend/src/mlmd/MlmdUtils.ts, mlmd/Utils.tsx, mlmd/LineageApi.ts,
+# pages/ArtifactList.tsx, ExecutionList.tsx, mlmd/LineageView.tsx). Records are MLMD protos.
+
+def _string_property(record, key: str, custom: bool) -> str:
+    value = (record.custom_properties if custom else record.properties).get(key)
+    return value.string_value if value is not None and value.WhichOneof("value") == "string_value" else ""
+
+
+def ui_artifact_name(artifact) -> str:
+    """The name the Artifacts list shows (properties name, custom name, custom display_name; '' is '[unknown]')."""
+    return (_string_property(artifact, "name", False) or _string_property(artifact, "name", True)
+            or _string_property(artifact, "display_name", True))
+
+
+def ui_execution_name(execution) -> str:
+    """The name the Executions list and Lineage Explorer show ('' is '(No name)')."""
+    for key, custom in (("display_name", True), ("task_name", True), ("name", False), ("component_id", False),
+                        ("task_id", True), ("kfp_pod_name", True)):
+        if _string_property(execution, key, custom):
+            return _string_property(execution, key, custom)
+    return ""
+
+
+def ui_created_at(store, artifact) -> int:
+    """The Artifacts list's 'Created at': the time of the artifact's last OUTPUT event (0 when it has none)."""
+    from ml_metadata.proto import metadata_store_pb2 as pb
+
+    outputs = [e for e in store.get_events_by_artifact_ids([artifact.id])
+               if e.type in (pb.Event.OUTPUT, pb.Event.DECLARED_OUTPUT)]
+    return outputs[-1].milliseconds_since_epoch if outputs else 0
+
+
+def ui_unnamed(store, artifacts: list, executions: list) -> list[str]:
+    """Every record the UI would list without a name or an artifact without a creation time, one line each."""
+    types = {t.id: t.name for t in store.get_artifact_types()} | {t.id: t.name for t in store.get_execution_types()}
+    problems = [f"artifact {a.id} {types[a.type_id]} {a.uri}: no name" for a in artifacts if not ui_artifact_name(a)]
+    problems += [f"artifact {a.id} {types[a.type_id]} {a.uri}: no creation time" for a in artifacts
+                 if not ui_created_at(store, a)]
+    problems += [f"execution {x.id} {types[x.type_id]}: no name" for x in executions if not ui_execution_name(x)]
+    return problems
+
+
+def ui_upstream(store, artifact_id: int) -> dict[int, object]:
+    """Every artifact the Lineage Explorer reaches from one by going upstream (an artifact's producers by OUTPUT
+    events, their inputs by INPUT events; by ids only, as LineageView.tsx walks), by id, the first one included."""
+    from ml_metadata.proto import metadata_store_pb2 as pb
+
+    reached = {artifact_id: store.get_artifacts_by_id([artifact_id])[0]}
+    frontier = [artifact_id]
+    while frontier:
+        producers = {e.execution_id for e in store.get_events_by_artifact_ids(frontier)
+                     if e.type in (pb.Event.OUTPUT, pb.Event.DECLARED_OUTPUT)}
+        inputs = {e.artifact_id for e in store.get_events_by_execution_ids(list(producers))
+                  if e.type in (pb.Event.INPUT, pb.Event.DECLARED_INPUT)} if producers else set()
+        frontier = [i for i in inputs if i not in reached]
+        reached.update({a.id: a for a in store.get_artifacts_by_id(frontier)} if frontier else {})
+    return reached
