@@ -15,7 +15,7 @@ from pathlib import Path
 from kfp import compiler
 
 from slipway.components import COMPONENTS
-from slipway.core import images
+from slipway.core import descriptions, images
 from slipway.pipelines.training import PIPELINES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +133,9 @@ def unpinned_images(text: str) -> list[str]:
 def compile_all(check: bool = False) -> list[str]:
     """Write (or, with check, compare) every YAML; return the problems found (stale files, undigested images)."""
     images.require_pinned()
-    problems = []
+    problems = [f"components/{name}/component.py: the docstring's {entry} entry differs from "
+                f"slipway/core/descriptions.py's SHARED text (write it as there)"
+                for name in COMPONENTS for entry in descriptions.differing(_component(name).python_func)]
     for path, func in targets().items():
         text = compile_to_text(func)
         if check:

@@ -6,12 +6,10 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Model, Output
 
-from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
-@shared_descriptions
 def deploy(
     model: Input[Model],
     blessing: Input[Artifact],
@@ -53,7 +51,9 @@ def deploy(
             comes from the environment only (SLIPWAY_MODEL_REGISTRY_TOKEN, SLIPWAY_MODEL_REGISTRY_TOKEN_FILE or
             KF_PIPELINES_SA_TOKEN_PATH).
         kfp_run_id: The KFP run's id, recorded with the registered version (the pipeline passes it).
-        lineage_store: <shared>
+        lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
+            locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
+            environment variable, else nothing is recorded (said once).
 
     Returns:
         deployment: deployment.json: status, endpoint, model version, the reason when nothing was deployed and the

@@ -3,12 +3,10 @@
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output
 
-from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
-@shared_descriptions
 def evaluate(
     model: Input[Model],
     examples: Input[Dataset],
@@ -36,8 +34,13 @@ def evaluate(
             the module's eval_settings().
         baseline_model: SavedModel path/URI to compare against (resolve_baseline's answer); empty: none.
         split: The split to evaluate.
-        beam_pipeline_args: <shared>
-        lineage_store: <shared>
+        beam_pipeline_args: Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",
+            "--flink_master=host:8081", "--temp_location=s3://bucket/tmp"]: a runner whose workers run elsewhere
+            needs --temp_location, an object-store URI they share); empty runs Beam's DirectRunner in this step's
+            pod, in process or one worker process per core as the row count makes faster.
+        lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
+            locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
+            environment variable, else nothing is recorded (said once).
 
     Returns:
         evaluation: TFMA's evaluation output (metrics per slice, plots, validation result).

@@ -3,12 +3,10 @@
 from kfp import dsl
 from kfp.dsl import Dataset, Output
 
-from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
-@shared_descriptions
 def ingest(
     data: str,
     label: str,
@@ -46,7 +44,9 @@ def ingest(
         split_column: A column whose value names each row's split, as it is (train, eval...) or mapped
             ("case:Train=train,Test=eval"); the column is no feature then, and splits and key are not used.
             CSV and Parquet only; empty splits by hash.
-        lineage_store: <shared>
+        lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
+            locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
+            environment variable, else nothing is recorded (said once).
 
     Returns:
         examples: Gzip TFRecord shards of tf.Example per split (Split-<name>/) and examples_meta.json (row counts

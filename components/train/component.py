@@ -4,12 +4,10 @@ or an MPIJob) and exported for serving."""
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Model, Output
 
-from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
-@shared_descriptions
 def train(
     transformed_examples: Input[Dataset],
     transform_graph: Input[Artifact],
@@ -44,7 +42,9 @@ def train(
             (see the component README).
         trainer_image: The MPIJob pods' image when `cluster` names none; the pipelines pass the trainer image
             pinned by digest at compile time.
-        lineage_store: <shared>
+        lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
+            locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
+            environment variable, else nothing is recorded (said once).
 
     Returns:
         model: The serving SavedModel (signatures serving_default and serving_raw): class probabilities, or for

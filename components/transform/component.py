@@ -3,12 +3,10 @@
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Output
 
-from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
-@shared_descriptions
 def transform(
     examples: Input[Dataset],
     schema: Input[Artifact],
@@ -24,8 +22,13 @@ def transform(
         examples: ingest's examples.
         schema: validate's schema (raw feature types for parsing).
         module_file: Path of the Python module file defining preprocessing_fn(inputs).
-        beam_pipeline_args: <shared>
-        lineage_store: <shared>
+        beam_pipeline_args: Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",
+            "--flink_master=host:8081", "--temp_location=s3://bucket/tmp"]: a runner whose workers run elsewhere
+            needs --temp_location, an object-store URI they share); empty runs Beam's DirectRunner in this step's
+            pod, in process or one worker process per core as the row count makes faster.
+        lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
+            locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
+            environment variable, else nothing is recorded (said once).
 
     Returns:
         transform_graph: The TFT transform graph, with the raw schema under metadata/ (train and serving apply it).

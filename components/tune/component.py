@@ -4,12 +4,10 @@ the best trial's parameters out."""
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Metrics, Output
 
-from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
-@shared_descriptions
 def tune(
     transformed_examples: Input[Dataset],
     transform_graph: Input[Artifact],
@@ -44,7 +42,9 @@ def tune(
         trial_timeout_s: Seconds before a trial is stopped; 0 means no limit.
         trainer_image: The Katib trials' image when `cluster` names none; the pipelines pass the trainer image
             pinned by digest.
-        lineage_store: <shared>
+        lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
+            locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
+            environment variable, else nothing is recorded (said once).
 
     Returns:
         Output: The base hyperparameters merged with the best parameters, as a JSON string for the train step.

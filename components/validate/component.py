@@ -3,12 +3,10 @@
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Markdown, Output
 
-from slipway.core.descriptions import shared_descriptions
 from slipway.core.images import RUNTIME_IMAGE
 
 
 @dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
-@shared_descriptions
 def validate(
     examples: Input[Dataset],
     statistics: Output[Artifact],
@@ -37,8 +35,13 @@ def validate(
             categorical features, Jensen-Shannon divergence for numeric ones).
         drift_thresholds: JSON object {feature: threshold} for drift, the same distances.
         default_drift_threshold: Drift threshold for features not listed; below 0 means no drift check for them.
-        beam_pipeline_args: <shared>
-        lineage_store: <shared>
+        beam_pipeline_args: Beam pipeline options, as TFX components take them (e.g. ["--runner=FlinkRunner",
+            "--flink_master=host:8081", "--temp_location=s3://bucket/tmp"]: a runner whose workers run elsewhere
+            needs --temp_location, an object-store URI they share); empty runs Beam's DirectRunner in this step's
+            pod, in process or one worker process per core as the row count makes faster.
+        lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
+            locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
+            environment variable, else nothing is recorded (said once).
 
     Returns:
         statistics: TFDV statistics per split (DatasetFeatureStatisticsList).

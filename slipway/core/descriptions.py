@@ -1,12 +1,11 @@
-"""The descriptions of the parameters several components share, written once. A component's docstring says
-`lineage_store: <shared>`; shared_descriptions puts the text in before kfp reads the docstring into the compiled
-YAML's input descriptions (the KFP UI shows them)."""
+"""The descriptions of the parameters several components share, written once here. Each component's docstring
+carries the text as written, because kfp embeds the component function's source in the compiled YAML (a
+placeholder filled in at import time would show there as a placeholder); `slipway compile` refuses a component
+whose entry differs (differing)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from typing import TypeVar
 
 # Each description as the lines of a docstring entry (kept as lines so the compiled descriptions keep their breaks).
 SHARED = {
@@ -22,17 +21,17 @@ SHARED = {
         "pod, in process or one worker process per core as the row count makes faster.",
     ),
 }
-_PLACEHOLDER = re.compile(r"^(?P<indent> *)(?P<name>\w+): <shared>$", re.M)
-Function = TypeVar("Function", bound=Callable)
+
+# resolve_baseline reads the lineage store (for the latest blessed model) where every other component records to it
+OWN_TEXT = {("resolve_baseline", "lineage_store")}
 
 
-def shared_descriptions(function: Function) -> Function:
-    """The function, its docstring's `<shared>` entries replaced by their SHARED text (KeyError: none for that
-    parameter, a bug caught at import)."""
+def differing(function: Callable) -> list[str]:
+    """The parameters of SHARED whose entry in the function's docstring is not SHARED's text (spacing aside)."""
+    import docstring_parser
 
-    def entry(match: re.Match) -> str:
-        indent, name = match["indent"], match["name"]
-        return f"{indent}{name}: " + f"\n{indent}    ".join(SHARED[name])
-
-    function.__doc__ = _PLACEHOLDER.sub(entry, function.__doc__ or "")
-    return function
+    entries = {p.arg_name: " ".join((p.description or "").split())
+               for p in docstring_parser.parse(function.__doc__ or "").params}
+    return sorted(name for name, lines in SHARED.items()
+                  if name in entries and (function.__name__, name) not in OWN_TEXT
+                  and entries[name] != " ".join(" ".join(lines).split()))
