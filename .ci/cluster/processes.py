@@ -3,7 +3,9 @@
 - a daemon `up` started, or anything it started: start_daemon puts SLIPWAY_KFP_CLUSTER=<state folder> in each
   daemon's environment, which its children inherit;
 - a containerd shim of this cluster: its `-address` is the containerd socket in the state folder;
-- a pod's process: its cgroup is under the kubelet's kubepods (which outlive their shim, reparented to init);
+- a pod's process (which outlives its shim, reparented to init): its cgroup is named after a container this
+  cluster's containerd recorded, or lies under the kubelet's kubepods, unless this script itself runs in a pod of
+  another cluster (a CI job on Kubernetes), where every process around it does;
 - whatever descends from one of those.
 
   processes.py list STATE     one line per process (pid, program, why it belongs); exit 1 when there is one
@@ -26,6 +28,7 @@ from pathlib import Path
 
 MARKER = "SLIPWAY_KFP_CLUSTER"
 TASKS = "containerd/state/io.containerd.runtime.v2.task"  # containerd's runtime v2 state: <namespace>/<id>/
+SOCKET = "containerd/containerd.sock"  # in the state folder (node.sh's CONTAINERD_SOCK)
 
 
 def _read(path: Path) -> bytes:
@@ -46,17 +49,36 @@ def _parent(pid: int) -> int:
     return 0
 
 
-def _why(pid: int, state: str) -> str | None:
+def _argument(argv: list[str], flag: str) -> str | None:
+    """The value after a flag in a command line (a shim's `-id ID -address SOCKET`)."""
+    return argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+
+
+def _cgroups(pid: int) -> list[str]:
+    """The process's cgroup paths (one per hierarchy)."""
+    return [line.split(":", 2)[2] for line in _read(Path(f"/proc/{pid}/cgroup")).decode(errors="replace").splitlines()
+            if line.count(":") >= 2]
+
+
+def _in_kubepods(paths: list[str]) -> bool:
+    return any("/kubepods/" in path or path.endswith("/kubepods") for path in paths)
+
+
+def _why(pid: int, state: str, containers: set[str], inside_pod: bool) -> str | None:
     """Why the process belongs to the cluster, or None."""
     if f"{MARKER}={state}".encode() in _read(Path(f"/proc/{pid}/environ")).split(b"\0"):
         return "started by up"
-    argv = _argv(pid)
-    if "-address" in argv and argv[argv.index("-address") + 1:][:1] == [f"{state}/containerd/containerd.sock"]:
+    if _argument(_argv(pid), "-address") == f"{state}/{SOCKET}":
         return "containerd shim"
-    if any("/kubepods/" in line or line.endswith("/kubepods")
-           for line in _read(Path(f"/proc/{pid}/cgroup")).decode(errors="replace").splitlines()):
+    paths = _cgroups(pid)
+    if any(path.rsplit("/", 1)[-1] in containers for path in paths) or (not inside_pod and _in_kubepods(paths)):
         return "pod"
     return None
+
+
+def _containers(state: str) -> set[str]:
+    """The ids of the containers (and pod sandboxes) this cluster's containerd has a task folder for."""
+    return {bundle.name for bundle in Path(state, TASKS).glob("*/*")}
 
 
 def cluster_processes(state: str) -> dict[int, str]:
@@ -69,7 +91,8 @@ def cluster_processes(state: str) -> dict[int, str]:
     # a zombie is dead already (killed, its parent gone, not yet reaped by init): it holds nothing
     pids = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in own
             and not _zombie(int(name))]
-    found = {pid: why for pid in pids if (why := _why(pid, state))}
+    containers, inside_pod = _containers(state), _in_kubepods(_cgroups(os.getpid()))
+    found = {pid: why for pid in pids if (why := _why(pid, state, containers, inside_pod))}
     parents = {pid: _parent(pid) for pid in pids}
     grew = True
     while grew:  # descendants, whatever they are
@@ -118,7 +141,8 @@ def stop_shims(state: str) -> list[str]:
         except ValueError:
             continue
         argv = _argv(pid) if pid else []
-        if "-id" in argv and argv[argv.index("-id") + 1:][:1] == [bundle.name] and _why(pid, state):
+        if _argument(argv, "-id") == bundle.name \
+                and _argument(argv, "-address") == f"{state}/{SOCKET}":
             _signal([pid], signal.SIGKILL)
             killed.append(f"shim {bundle.name[:12]} ({pid})")
     return killed
