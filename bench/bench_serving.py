@@ -383,7 +383,7 @@ def table(rows: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model-base", default="", help="serve this model base instead of training one")
     parser.add_argument("--seconds", type=float, default=10.0, help="duration (wrk) or time limit per load level")
@@ -402,6 +402,32 @@ def main() -> None:
     parser.add_argument("--tf-threads", type=int, default=None,
                         help="the server's --tf-threads (default: the server's default)")
     parser.add_argument("--write-results", action="store_true", help=f"append the table to {RESULTS.name}")
+    return parser
+
+
+def _direct_run(model_dir: str, rows: list[bytes], args: argparse.Namespace) -> dict:
+    """The model called in process (the floor a server is compared with), on a quiet machine when it can be had."""
+    for _ in range(3):
+        if args.quiet_wait:
+            wait_quiet(None, args.quiet_wait)
+        with CpuMeter(None) as meter:
+            direct_run = direct(model_dir, rows, args.requests, args.seconds)
+        direct_run["other_cores"] = meter.other_cores()
+        if not args.quiet_wait or direct_run["other_cores"] <= NOT_QUIET_CORES:
+            break
+    return direct_run
+
+
+def _header(args: argparse.Namespace, wrk: str | None) -> str:
+    return (f"## {time.strftime('%Y-%m-%d')} — model server (KServe {_kserve_version()}, V1 one-row predict, "
+            f"loopback, {'wrk' if wrk else 'Python clients'}, {args.workers} server process"
+            f"{'es' if args.workers > 1 else ''}{'' if args.fast_path else ', --no-fast-path'}"
+            f"{'' if args.tf_threads is None else f', --tf-threads {args.tf_threads}'}), "
+            f"{platform.machine()}, {_cores()} cores")
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     from slipway.serving import layout, process, testing
 
@@ -456,21 +482,8 @@ def main() -> None:
                 levels[level].append(result)
     elif disturbed:
         generator += f"; {len(disturbed)} disturbed repetition(s) discarded"
-    model_dir = str(Path(base, str(version)))
-    for _ in range(3):  # the direct call too, on a quiet machine when it can be had
-        if args.quiet_wait:
-            wait_quiet(None, args.quiet_wait)
-        with CpuMeter(None) as meter:
-            direct_run = direct(model_dir, rows, args.requests, args.seconds)
-        direct_run["other_cores"] = meter.other_cores()
-        if not args.quiet_wait or direct_run["other_cores"] <= NOT_QUIET_CORES:
-            break
-    header = (f"## {time.strftime('%Y-%m-%d')} — model server (KServe {_kserve_version()}, V1 one-row predict, "
-              f"loopback, {'wrk' if wrk else 'Python clients'}, {args.workers} server process"
-              f"{'es' if args.workers > 1 else ''}{'' if args.fast_path else ', --no-fast-path'}"
-              f"{'' if args.tf_threads is None else f', --tf-threads {args.tf_threads}'}), "
-              f"{platform.machine()}, {_cores()} cores")
-    emit(header, table_rows(generator, direct_run, levels, _cores()), args.write_results)
+    direct_run = _direct_run(str(Path(base, str(version))), rows, args)
+    emit(_header(args, wrk), table_rows(generator, direct_run, levels, _cores()), args.write_results)
 
 
 NOTE = """How to read it: one-row V1 predict requests (a base64 tf.Example) on keep-alive loopback connections, each

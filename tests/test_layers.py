@@ -128,3 +128,23 @@ def test_the_wheel_ships_no_tests_and_no_test_support(tmp_path):
         parts = module.split(".")
         path = "/".join(parts) + ".py"
         assert path in names or "/".join(parts) + "/__init__.py" in names, module
+
+
+MAX_FUNCTION_LINES, MAX_MODULE_LINES = 60, 600
+
+
+def test_functions_stay_under_60_lines_and_modules_under_600():
+    """The size rules for production modules, bench/ and .ci's Python (tests and test support aside)."""
+    files = [path for path, _ in _production_modules()]
+    files += sorted((ROOT / "bench").rglob("*.py")) + sorted((ROOT / ".ci").rglob("*.py"))
+    long_functions, long_modules = [], []
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            long_modules.append(f"{path.relative_to(ROOT)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
+    assert long_functions == [] and long_modules == []

@@ -228,8 +228,7 @@ def data_folder(data: Path, workdir: Path) -> Path:
     return folder
 
 
-def main(argv: list[str] | None = None) -> int:
-    started = process_start_time()
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="the taxi CSV (or a folder holding only CSVs)")
     parser.add_argument("--workdir", required=True, help="pipeline root and metadata store (emptied first)")
@@ -246,7 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="append", default=[], metavar="NODE",
                         help="run this component (node id, e.g. Trainer) under cProfile; repeatable")
     parser.add_argument("--profile-dir", help="where NODE.prof files go (default: WORKDIR)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = process_start_time()
+    args = _parser().parse_args(argv)
     workdir = Path(args.workdir).resolve()
     if workdir.exists():
         shutil.rmtree(workdir)

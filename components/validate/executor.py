@@ -312,6 +312,15 @@ def _find_anomalies(schema, stats: dict, user_schema: bool, skew: dict, drift: d
 # Entry point
 
 
+def _report_context(examples_dir: str, schema, stats: dict, meta: dict, found: dict[str, Any]) -> dict[str, Any]:
+    """What the reports show: what was found, the examples' URI, the label, a row and a chart per feature."""
+    features = report.feature_rows(schema, stats, meta.get("label"), meta.get("label_classes"))
+    # no chart for an identifier: a bar per value says nothing (its table row says what it is)
+    charted = [row["feature"] for row in features if not row.get("identifier")]
+    return {**found, "examples_dir": storage.shown_uri(examples_dir), "label": meta.get("label"),
+            "features": features, "distributions": report.distributions(stats, charted)}
+
+
 def run(
     examples_dir: str,
     statistics_dir: str,
@@ -353,16 +362,11 @@ def run(
         schema, source = tfdv.infer_schema(stats[TRAIN], infer_feature_shape=True), "inferred"
     anomalies = _find_anomalies(schema, stats, user_schema is not None, skew, drift, default_drift)
     _write_statistics(statistics_dir, splits, stats)
-    ctx = {
-        "examples_dir": storage.shown_uri(examples_dir), "schema_source": source, "schema_file": schema_file,
-        "allowed": bool(allow_anomalies), "anomalies": anomalies, "splits": counts, "label": meta.get("label"),
-        "skew": skew, "drift": drift, "default_drift": default_drift,
-        "features": report.feature_rows(schema, stats, meta.get("label"), meta.get("label_classes")),
-    }
+    ctx = _report_context(examples_dir, schema, stats, meta, {
+        "schema_source": source, "schema_file": schema_file, "allowed": bool(allow_anomalies),
+        "anomalies": anomalies, "splits": counts, "skew": skew, "drift": drift, "default_drift": default_drift,
+    })
     identifiers = [row["feature"] for row in ctx["features"] if row.get("identifier")]
-    # no chart for an identifier: a bar per value says nothing (its table row says what it is)
-    ctx["distributions"] = report.distributions(stats, [row["feature"] for row in ctx["features"]
-                                                        if row["feature"] not in identifiers])
     _write_reports(report_dir, ctx, anomalies, allow_anomalies)
     _write_schema(schema_dir, schema, ctx, anomalies, allow_anomalies, examples_dir, report_dir)
     return {
