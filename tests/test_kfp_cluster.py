@@ -406,8 +406,9 @@ def test_status_lists_every_component_and_a_second_up_refuses_in_one_line(kfp):
     again = cluster("up")
     assert again.returncode == 1
     last = again.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(r"kfp-cluster: etcd is already running \(pid \d+\): run '.*kfp-cluster down' first", last), \
-        again.stderr
+    assert re.fullmatch(r"kfp-cluster: processes of an earlier cluster are still running: etcd \(\d+\), .*: "
+                        r"run '.*kfp-cluster down' first", last), again.stderr
+    assert "kubelet (" in last and "workflow-controller (" in last, last  # daemons and pods alike
 
 
 def test_a_one_minute_schedule_fires_runs_that_succeed_until_unscheduled(schedule_story):
