@@ -136,7 +136,6 @@ PARAMETERS = (
 )
 BY_NAME = {parameter.name: parameter for parameter in PARAMETERS}
 RUN_FLAGS = {parameter.name: parameter.flag for parameter in PARAMETERS if parameter.flag}  # for a step's errors
-RUN_FLAGS = {parameter.name: parameter.flag for parameter in PARAMETERS if parameter.flag}
 
 
 def _absent(parameter: Parameter) -> Any:
