@@ -118,16 +118,17 @@ class MlmdLineage:
         pairs, linked = [], set()
         for artifacts, event_type in ((record.inputs, pb.Event.INPUT), (record.outputs, pb.Event.OUTPUT)):
             for art in artifacts:
+                theirs = []  # KFP's records of an input's URI
                 if event_type == pb.Event.INPUT:
-                    artifact = self._find_artifact(art) or self._imported(art, record)
+                    ours, theirs = self._split(self._store.get_artifacts_by_uri(art.uri))
+                    artifact = _matching(ours, art) or self._imported(art, record)
                 else:
                     artifact = self._new_artifact(art, f"{record.component}.{art.name}", record)
                 if artifact.id and (artifact.id, event_type) in linked:
                     continue  # one artifact under two input names (a model that is its own baseline): MLMD keeps one
                 linked.add((artifact.id, event_type))
                 pairs.append((artifact, _event(event_type, art.name)))
-                if event_type == pb.Event.INPUT:
-                    pairs += self._kfp_links(artifact, art.name)
+                pairs += self._kfp_links(artifact, art.name, theirs)
         contexts = [self._context(PIPELINE_RUN, record.run_id), self._context(PIPELINE, record.pipeline)]
         self._store.put_execution(execution, pairs, contexts, reuse_context_if_already_exist=True)
 
@@ -163,14 +164,13 @@ class MlmdLineage:
                                                          [])
         return artifact
 
-    def _kfp_links(self, artifact, key: str) -> list:
+    def _kfp_links(self, artifact, key: str, theirs: list) -> list:
         """One graph with KFP's records instead of two beside each other: a step that reads an artifact also reads
         KFP's record of the same URI (its launcher's, written when the producing step ended), and the step that
         produced ours is marked as producing KFP's too. So KFP's UI walks from KFP's model through our steps back to
         the raw files KFP never sees. Reading back (run_steps, trace) leaves KFP's records out."""
         from ml_metadata.proto import metadata_store_pb2 as pb
 
-        theirs = self._kfp_artifacts(self._store.get_artifacts_by_uri(artifact.uri))
         if not theirs:
             return []
         kfp_record = max(theirs, key=lambda a: a.id)
@@ -187,26 +187,20 @@ class MlmdLineage:
             self._store.put_events(added)
         return [(kfp_record, _event(pb.Event.INPUT, key))]
 
-    def _find_artifact(self, art: ArtifactRecord):
-        candidates = self._own(self._store.get_artifacts_by_uri(art.uri))
-        wanted_hash = art.properties.get("sha256")
-        for candidate in sorted(candidates, key=lambda a: a.id, reverse=True):
-            if wanted_hash is None or _prop(candidate.custom_properties.get("sha256")) == wanted_hash:
-                return candidate
-        return None
-
     def _own(self, artifacts: list) -> list:
         """The artifacts Slipway's steps recorded. On Kubeflow the same store holds KFP's own record of each artifact
         at the same URI (types system.*, written by its launcher), whose events stop at the step: ours reach back to
         the raw files KFP never sees."""
-        kfp = {a.id for a in self._kfp_artifacts(artifacts)}
-        return [a for a in artifacts if a.id not in kfp]
+        return self._split(artifacts)[0]
 
-    def _kfp_artifacts(self, artifacts: list) -> list:
+    def _split(self, artifacts: list) -> tuple[list, list]:
+        """(ours, KFP's) of these artifacts, by their types' names."""
         if not artifacts:
-            return []
+            return [], []
         types = {t.id: t.name for t in self._store.get_artifact_types_by_id(list({a.type_id for a in artifacts}))}
-        return [a for a in artifacts if types[a.type_id].startswith(KFP_TYPE_PREFIX)]
+        is_kfp = [types[a.type_id].startswith(KFP_TYPE_PREFIX) for a in artifacts]
+        return ([a for a, kfp in zip(artifacts, is_kfp, strict=True) if not kfp],
+                [a for a, kfp in zip(artifacts, is_kfp, strict=True) if kfp])
 
     def _context(self, type_name: str, name: str):
         from ml_metadata.proto import metadata_store_pb2 as pb
@@ -331,6 +325,15 @@ class MlmdLineage:
         deploys = [x for x in self._store.get_executions_by_id(taken)
                    if _prop(x.custom_properties.get("component")) == DEPLOY_COMPONENT]
         return bool(deploys) and all(_prop(x.custom_properties.get("state")) != "COMPLETE" for x in deploys)
+
+
+def _matching(candidates: list, art: ArtifactRecord):
+    """The newest of our records of art's URI, with art's content hash when it has one (a raw file); or None."""
+    wanted_hash = art.properties.get("sha256")
+    for candidate in sorted(candidates, key=lambda a: a.id, reverse=True):
+        if wanted_hash is None or _prop(candidate.custom_properties.get("sha256")) == wanted_hash:
+            return candidate
+    return None
 
 
 def _ui_names(display_name: str, record: StepRecord) -> dict[str, str]:
