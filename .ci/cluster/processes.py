@@ -42,11 +42,19 @@ def _argv(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in _read(Path(f"/proc/{pid}/cmdline")).split(b"\0") if part]
 
 
+def _status(pid: int) -> tuple[str, int]:
+    """The process's state letter and parent pid (("", 0) when it is gone)."""
+    fields = dict(line.split(":\t", 1) for line in _read(Path(f"/proc/{pid}/status")).decode(errors="replace")
+                  .splitlines() if ":\t" in line)
+    return fields.get("State", "")[:1], int(fields.get("PPid", "0").strip() or 0)
+
+
 def _parent(pid: int) -> int:
-    for line in _read(Path(f"/proc/{pid}/status")).decode(errors="replace").splitlines():
-        if line.startswith("PPid:"):
-            return int(line.split()[1])
-    return 0
+    return _status(pid)[1]
+
+
+def _zombie(pid: int) -> bool:
+    return _status(pid)[0] == "Z"
 
 
 def _argument(argv: list[str], flag: str) -> str | None:
@@ -68,7 +76,7 @@ def _why(pid: int, state: str, containers: set[str], inside_pod: bool) -> str | 
     """Why the process belongs to the cluster, or None."""
     if f"{MARKER}={state}".encode() in _read(Path(f"/proc/{pid}/environ")).split(b"\0"):
         return "started by up"
-    if _argument(_argv(pid), "-address") == f"{state}/{SOCKET}":
+    if _our_shim(_argv(pid), state):
         return "containerd shim"
     paths = _cgroups(pid)
     if any(path.rsplit("/", 1)[-1] in containers for path in paths) or (not inside_pod and _in_kubepods(paths)):
@@ -76,9 +84,14 @@ def _why(pid: int, state: str, containers: set[str], inside_pod: bool) -> str | 
     return None
 
 
-def _containers(state: str) -> set[str]:
-    """The ids of the containers (and pod sandboxes) this cluster's containerd has a task folder for."""
-    return {bundle.name for bundle in Path(state, TASKS).glob("*/*")}
+def _our_shim(argv: list[str], state: str, task: str | None = None) -> bool:
+    """Whether a command line is a shim of this cluster's containerd (of that task, when given)."""
+    return _argument(argv, "-address") == f"{state}/{SOCKET}" and task in (None, _argument(argv, "-id"))
+
+
+def _tasks(state: str) -> list[Path]:
+    """The task folders of this cluster's containerd: one per container and pod sandbox, named by its id."""
+    return sorted(Path(state, TASKS).glob("*/*"))
 
 
 def cluster_processes(state: str) -> dict[int, str]:
@@ -88,12 +101,12 @@ def cluster_processes(state: str) -> dict[int, str]:
     while pid > 0:
         own.add(pid)
         pid = _parent(pid)
+    statuses = {int(name): _status(int(name)) for name in os.listdir("/proc") if name.isdigit()}
     # a zombie is dead already (killed, its parent gone, not yet reaped by init): it holds nothing
-    pids = [int(name) for name in os.listdir("/proc") if name.isdigit() and int(name) not in own
-            and not _zombie(int(name))]
-    containers, inside_pod = _containers(state), _in_kubepods(_cgroups(os.getpid()))
-    found = {pid: why for pid in pids if (why := _why(pid, state, containers, inside_pod))}
-    parents = {pid: _parent(pid) for pid in pids}
+    parents = {pid: parent for pid, (state_letter, parent) in statuses.items()
+               if pid not in own and state_letter not in ("Z", "")}
+    containers, inside_pod = {task.name for task in _tasks(state)}, _in_kubepods(_cgroups(os.getpid()))
+    found = {pid: why for pid in parents if (why := _why(pid, state, containers, inside_pod))}
     grew = True
     while grew:  # descendants, whatever they are
         grew = False
@@ -128,23 +141,17 @@ def _wait_gone(pids, seconds: float) -> set[int]:
     return alive
 
 
-def _zombie(pid: int) -> bool:
-    return b"State:\tZ" in _read(Path(f"/proc/{pid}/status"))
-
-
 def stop_shims(state: str) -> list[str]:
     """SIGKILL to each shim containerd recorded in the state folder whose command line names that id and socket."""
     killed = []
-    for bundle in sorted(Path(state, TASKS).glob("*/*")):
+    for task in _tasks(state):
         try:
-            pid = int(_read(bundle / "shim.pid").decode().strip() or 0)
+            pid = int(_read(task / "shim.pid").decode().strip() or 0)
         except ValueError:
             continue
-        argv = _argv(pid) if pid else []
-        if _argument(argv, "-id") == bundle.name \
-                and _argument(argv, "-address") == f"{state}/{SOCKET}":
+        if pid and _our_shim(_argv(pid), state, task.name):
             _signal([pid], signal.SIGKILL)
-            killed.append(f"shim {bundle.name[:12]} ({pid})")
+            killed.append(f"shim {task.name[:12]} ({pid})")
     return killed
 
 
