@@ -8,6 +8,7 @@ before the shared cluster starts (one bridge, one set of ports).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -49,3 +50,18 @@ def test_an_up_killed_halfway_is_refused_again_and_down_leaves_no_process():
 
     stopped = testing_kfp_cluster.stop()  # asserts no process is left
     assert "stopped" in stopped.stderr, stopped.stderr[-2000:]  # the pods went through the CRI
+
+
+def test_down_stops_the_shims_of_a_containerd_that_died_by_their_task_ids():
+    """With containerd gone there is no CRI to stop the pods through: down stops the shims it left, found by the
+    task ids in its state folder and our socket on their command line, then the pods' processes."""
+    testing_kfp_cluster.stop()
+    up, processes = _up_until_a_pod_runs()
+    os.killpg(up.pid, signal.SIGKILL)
+    up.wait()
+    (containerd,) = [int(line.split()[0]) for line in processes if line.split()[1] == "containerd"]
+    os.kill(containerd, signal.SIGKILL)  # as a crashed runtime: its shims and their containers live on
+
+    stopped = testing_kfp_cluster.stop()  # asserts no process is left
+    assert re.search(r"killed \d+ shims left by containerd: shim [0-9a-f]{12} \(\d+\)", stopped.stderr), \
+        stopped.stderr[-2000:]

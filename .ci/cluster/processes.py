@@ -84,9 +84,9 @@ def _why(pid: int, state: str, containers: set[str], inside_pod: bool) -> str | 
     return None
 
 
-def _our_shim(argv: list[str], state: str, task: str | None = None) -> bool:
-    """Whether a command line is a shim of this cluster's containerd (of that task, when given)."""
-    return _argument(argv, "-address") == f"{state}/{SOCKET}" and task in (None, _argument(argv, "-id"))
+def _our_shim(argv: list[str], state: str) -> bool:
+    """Whether a command line is a shim of this cluster's containerd."""
+    return _argument(argv, "-address") == f"{state}/{SOCKET}"
 
 
 def _tasks(state: str) -> list[Path]:
@@ -142,16 +142,15 @@ def _wait_gone(pids, seconds: float) -> set[int]:
 
 
 def stop_shims(state: str) -> list[str]:
-    """SIGKILL to each shim containerd recorded in the state folder whose command line names that id and socket."""
+    """SIGKILL to each shim of a task containerd recorded in the state folder: a process whose command line names our
+    socket and that task's id (containerd 1.6 writes no shim.pid beside the task to read it from)."""
+    tasks = {task.name for task in _tasks(state)}
     killed = []
-    for task in _tasks(state):
-        try:
-            pid = int(_read(task / "shim.pid").decode().strip() or 0)
-        except ValueError:
-            continue
-        if pid and _our_shim(_argv(pid), state, task.name):
+    for pid in (int(name) for name in os.listdir("/proc") if name.isdigit()):
+        argv = _argv(pid)
+        if _our_shim(argv, state) and _argument(argv, "-id") in tasks:
             _signal([pid], signal.SIGKILL)
-            killed.append(f"shim {task.name[:12]} ({pid})")
+            killed.append(f"shim {_argument(argv, '-id')[:12]} ({pid})")
     return killed
 
 
