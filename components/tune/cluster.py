@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from slipway.components.tune import spec as tune_spec
+from slipway.components.tune import search_spec as tune_spec
 from slipway.components.tune.katib import KATIB_EXPERIMENT, TrialSettings, render_experiment
 from slipway.components.tune.katib_results import best_result, explain_failure, trial_records
 from slipway.core import launcher

@@ -6,7 +6,7 @@ from kfp.dsl import Artifact, Dataset
 
 from slipway.components import TuneOp
 
-# Katib v1beta1's ExperimentSpec shape (components/tune/spec.py); the trials print val_auc per epoch.
+# Katib v1beta1's ExperimentSpec shape (components/tune/search_spec.py); the trials print val_auc per epoch.
 SEARCH_SPEC = """
 objective: {type: maximize, objectiveMetricName: val_auc}
 algorithm: {algorithmName: tpe}

@@ -17,7 +17,7 @@ from pathlib import Path
 import slipway  # noqa: F401  (environment defaults first)
 from slipway.components.tune import cluster as cluster_backend
 from slipway.components.tune import katib, local, report
-from slipway.components.tune.spec import load_spec
+from slipway.components.tune.search_spec import load_spec
 from slipway.core import storage
 from slipway.core.artifacts import atomic_write_text
 from slipway.core.cluster import (

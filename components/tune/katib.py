@@ -1,6 +1,6 @@
 """The tune component's kubernetes backend: a Katib v1beta1 Experiment whose trials run Slipway's trainer.
 
-render_experiment() copies the search spec (components/tune/spec.py, Katib's own shape) 1:1 into the Experiment and
+render_experiment() copies the search spec (components/tune/search_spec.py, Katib's own shape) 1:1 into the Experiment and
 adds what Slipway owns:
 
 - trialTemplate: each trial runs `python -m slipway.components.train.distributed ... --hyperparameters '<JSON>'
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import slipway  # noqa: F401  (environment defaults first)
-from slipway.components.tune import spec as tune_spec
+from slipway.components.tune import search_spec as tune_spec
 from slipway.components.tune.katib_admission import MAX_NAME_LENGTH, NAME_PATTERN, admission_errors
 from slipway.core import launcher, mpijob
 from slipway.core.errors import SlipwayError

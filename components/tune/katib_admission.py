@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from slipway.components.tune import spec as tune_spec
+from slipway.components.tune import search_spec as tune_spec
 
 MAX_NAME_LENGTH = 40  # Katib: trial names are NAME-<8 random chars>, and they name the trial's Job and pods
 NAME_PATTERN = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

@@ -10,7 +10,7 @@ import contextlib
 from collections.abc import Mapping
 from typing import Any
 
-from slipway.components.tune import spec as tune_spec
+from slipway.components.tune import search_spec as tune_spec
 from slipway.components.tune.katib import KATIB_EXPERIMENT, fail
 from slipway.core import launcher
 

@@ -139,7 +139,7 @@ class _Search:
 
     def _kill_all(self) -> None:
         for trial in self.running:
-            trial.signal(signal.SIGKILL)
+            trial.kill()
 
     def _loop(self) -> None:
         stopping = False
@@ -160,7 +160,7 @@ class _Search:
                         for other in self.running:
                             other.terminate("killed", "search finished: goal reached")
                 elif trial.kill_at is not None and now >= trial.kill_at:
-                    trial.signal(signal.SIGKILL)
+                    trial.kill()
                 elif self.timeout_s is not None and trial.stop is None and now - trial.started > self.timeout_s:
                     trial.terminate("timeout", f"timed out after {self.timeout_s:g} s")
             if self.error and not self.running:
@@ -374,7 +374,7 @@ def _count(spec: dict, key: str, default, minimum: int = 1):
 def _normalised(spec: dict) -> dict:
     """spec.py's load_spec: Katib's defaults and validation, exactly as the kubernetes backend gets them."""
     try:
-        from slipway.components.tune.spec import load_spec
+        from slipway.components.tune.search_spec import load_spec
     except ImportError:  # pragma: no cover  (spec.py is written alongside)
         return spec
     return load_spec(spec)

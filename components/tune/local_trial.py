@@ -8,9 +8,7 @@ starts, is stopped and how it ended.
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import re
 import signal
 import subprocess
@@ -18,6 +16,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from slipway.core import lifecycle
 
 # Katib's StdOut collector filter, plus nan/inf so a diverged metric is seen (and fails the trial) not skipped.
 METRIC_PATTERN = re.compile(
@@ -112,16 +112,19 @@ class Trial:
         with self.lock:
             return list(self.values)
 
-    def signal(self, sig: int) -> None:
+    def kill(self) -> None:
+        """SIGKILL to the trial's process group (its own session) while it runs; the search loop reaps it."""
         if self.process is not None and self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, sig)
+            lifecycle.kill(self.process, group=True, reap=False)
 
     def terminate(self, why: str, reason: str, grace: float = KILL_GRACE_S) -> None:
+        """SIGTERM to the trial's process group; the search loop calls kill() once grace has passed (kill_at): the
+        trials run side by side, so the escalation is the loop's rather than one blocking lifecycle.stop each."""
         if self.stop is None:
             self.stop, self.stop_reason = why, reason
         if self.kill_at is None:
-            self.signal(signal.SIGTERM)
+            if self.process is not None and self.process.poll() is None:
+                lifecycle.send(self.process, signal.SIGTERM, group=True)
             self.kill_at = time.monotonic() + grace
 
     def record(self) -> dict:
@@ -141,8 +144,7 @@ class Trial:
         for reader in self.readers:
             reader.join(timeout=2.0)
         if any(r.is_alive() for r in self.readers):  # a child of the trial still holds its output open
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+            lifecycle.kill(self.process, group=True, reap=False)
             for reader in self.readers:
                 reader.join(timeout=2.0)
         self.ended = time.monotonic()

@@ -136,7 +136,7 @@ def _tuning_arguments(args: Any) -> dict[str, Any]:
     if not args.search_spec:
         return {}
     from slipway.components.tune.local import check_runs_locally
-    from slipway.components.tune.spec import load_spec
+    from slipway.components.tune.search_spec import load_spec
 
     spec = load_spec(args.search_spec)
     try:  # the run tunes with the local backend: refuse what only Katib runs before any step runs

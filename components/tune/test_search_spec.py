@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 import slipway  # noqa: F401
-from slipway.components.tune import spec as tune_spec
-from slipway.components.tune.spec import coerce, grid_values, load_spec, parse_metric_line, space_values
+from slipway.components.tune import search_spec as tune_spec
+from slipway.components.tune.search_spec import coerce, grid_values, load_spec, parse_metric_line, space_values
 from slipway.core.errors import SlipwayError
 
 SPEC = {
