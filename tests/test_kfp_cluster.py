@@ -248,7 +248,7 @@ def test_what_the_kfp_ui_reads_of_a_run_names_our_records_walks_to_the_raw_data_
     name (and each artifact a creation time) in its lists; the Lineage Explorer's walk from KFP's model reaches the
     raw CSV through KFP's records; every output that is one object (metrics, reports) answers the preview's read of
     its URI (its server reads exactly that key); the reports name URIs, not the pod's mount paths."""
-    from slipway.core.lineage_mlmd import IMPORT_TYPE
+    from slipway.core.lineage.mlmd import IMPORT_TYPE
     from slipway.core.testing_kfp_ui import ui_unnamed, ui_upstream
 
     _, run_id = first_run

@@ -168,7 +168,7 @@ def test_every_lineage_record_of_a_real_run_has_the_name_and_date_the_kfp_ui_lis
     dated (the raw CSV too), and the Lineage Explorer's walk from the model reaching the raw CSV."""
     from ml_metadata.metadata_store import metadata_store
 
-    from slipway.core.lineage_mlmd import sqlite_config
+    from slipway.core.lineage.mlmd import sqlite_config
     from slipway.core.testing_kfp_ui import ui_artifact_name, ui_unnamed, ui_upstream
 
     workdir, summary = taxi_run

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from slipway import cli
-from slipway.core import model_registry, testing_model_registry
+from slipway.core import testing_model_registry
+from slipway.core.lineage import model_registry
 from tests.conftest import BLOBS_MODULE, write_blobs_csv
 
 pytestmark = pytest.mark.slow

@@ -64,7 +64,7 @@ start_kfp_stores() {
         seaweedfs) start_seaweedfs ;;
         *) die "SLIPWAY_KFP_OBJECT_STORE=$OBJECT_STORE: moto or seaweedfs" ;;
     esac
-    start_daemon mlmd "$PYTHON" -m slipway.core.mlmd_server --sqlite "$STATE/mlmd.sqlite" \
+    start_daemon mlmd "$PYTHON" -m slipway.core.lineage.mlmd_server --sqlite "$STATE/mlmd.sqlite" \
         --address "$GATEWAY:$MLMD_PORT"
     wait_for "mariadb" 60 mariadb --no-defaults --socket="$STATE/mysql.sock" -uroot -e "select 1"
     # KFP's API server connects over TCP from its namespace on the bridge

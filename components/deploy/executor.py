@@ -80,7 +80,7 @@ def run(
         raise SlipwayError(f"smoke_rows {smoke_rows}: must be at least 1")
     settings = _cluster_settings(backend, cluster)
     if model_registry:
-        from slipway.core import model_registry as registries
+        from slipway.core.lineage import model_registry as registries
 
         registries.check_address(model_registry)
     started = time.monotonic()

@@ -302,7 +302,7 @@ def test_a_deployed_version_is_registered_in_the_model_registry_once(trained, tm
 
 
 def model_registry_value(value: dict):
-    from slipway.core.model_registry import plain_value
+    from slipway.core.lineage.model_registry import plain_value
 
     return plain_value(value)
 
@@ -329,7 +329,8 @@ def test_a_registry_that_does_not_answer_fails_before_anything_is_pushed(trained
 def test_a_failed_registration_fails_the_step_and_takes_the_version_out(trained, tmp_path: Path):
     """Another base already registered version 1 of the model for another URI: the step fails in one line and the
     version it pushed leaves the base, as after a failed serve."""
-    from slipway.core import model_registry, testing_model_registry
+    from slipway.core import testing_model_registry
+    from slipway.core.lineage import model_registry
 
     base = str(tmp_path / "serving" / "synthetic")
     with testing_model_registry.running() as registry:

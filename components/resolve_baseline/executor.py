@@ -55,7 +55,7 @@ def resolve(choice: str, pipeline: str, store_uri: str = "", model_registry: str
 
 
 def _from_registry(address: str, model_name: str) -> Baseline:
-    from slipway.core import model_registry
+    from slipway.core.lineage import model_registry
 
     if not model_name:
         raise SlipwayError("resolve_baseline: model_name is empty (needed to find its newest version in the model "

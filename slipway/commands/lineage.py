@@ -45,7 +45,7 @@ def command(args: argparse.Namespace) -> int:
 
 def _compare_runs(workdir: Path, summary: dict, store_uri: str | None, other: str) -> int:
     from slipway.core import lineage
-    from slipway.core.lineage_compare import compare_runs, format_comparison
+    from slipway.core.lineage.compare import compare_runs, format_comparison
 
     if not store_uri or not summary.get("run_id"):
         raise SlipwayError(f"lineage --compare: no summary.json with a run in {workdir}")

@@ -217,7 +217,7 @@ def _model_registry(address: str) -> str:
     deploy after the training (deploy and resolve_baseline ask again, as on a cluster)."""
     if not address:
         return ""
-    from slipway.core import model_registry
+    from slipway.core.lineage import model_registry
 
     try:
         return model_registry.connect(address, timeout=10.0).address

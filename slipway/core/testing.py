@@ -228,8 +228,8 @@ def loopback_s3(bucket: str = "slipway-test"):
 @contextlib.contextmanager
 def mlmd_grpc_server(sqlite_path: str | os.PathLike):
     """An ML Metadata gRPC server on 127.0.0.1 (yields "grpc://127.0.0.1:PORT"), for tests of the cluster path:
-    slipway.core.mlmd_server, MLMD's own store behind MLMD's own gRPC protocol."""
-    from slipway.core import mlmd_server
+    slipway.core.lineage.mlmd_server, MLMD's own store behind MLMD's own gRPC protocol."""
+    from slipway.core.lineage import mlmd_server
 
     with mlmd_server.running(sqlite_path) as uri:
         yield uri

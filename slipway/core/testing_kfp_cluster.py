@@ -30,7 +30,7 @@ class Kfp:
     host: str
     kubeconfig: str
     s3_endpoint: str
-    mlmd: str  # KFP's metadata store (slipway.core.mlmd_server on the bridge), grpc://HOST:PORT
+    mlmd: str  # KFP's metadata store (slipway.core.lineage.mlmd_server on the bridge), grpc://HOST:PORT
     pipelines: Path  # the committed pipelines, naming this run's image digests
     state: Path  # the cluster's state folder (KFP_CLUSTER_STATE): where the tier's hostPath volume lives
 

@@ -1,6 +1,6 @@
 """A small client for MLflow's tracking server REST API, on the standard library only.
 
-The lineage store on MLflow (lineage_mlflow.py) talks to the server through this module instead of the mlflow
+The lineage store on MLflow (mlflow.py) talks to the server through this module instead of the mlflow
 package: mlflow's own pins (protobuf, pandas, numpy) clash with the pipeline's, and a step needs a handful of calls
 (/api/2.0/mlflow/...: experiments, runs, log-batch, search; artifacts through the server's proxy,
 /api/2.0/mlflow-artifacts/artifacts/...). Authentication follows MLflow's own environment variables, the ones

@@ -11,8 +11,10 @@ Pick the store with a URI (the SLIPWAY_LINEAGE environment variable for componen
 Artifacts are identified by URI (and, for raw files, content hash), so an output recorded by one step is the
 same MLMD artifact when the next step records it as an input: that is what makes the chain traceable.
 
-This module holds the records, the store interface, open_store and what a step records about its outputs (content
-hashes) and its environment; the ML Metadata store itself is lineage_mlmd.py, the MLflow one lineage_mlflow.py.
+This module holds the store interface, open_store and what a step records about its outputs (content hashes) and
+its environment; the records themselves are records.py, the ML Metadata store mlmd.py, the MLflow one mlflow.py (its
+REST client mlflow_client.py); compare.py compares two runs' records, model_registry.py is the Kubeflow Model
+Registry client, mlmd_server.py an MLMD gRPC server on MLMD's own store.
 """
 
 from __future__ import annotations
@@ -21,17 +23,22 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from slipway.core.lineage.records import (  # noqa: F401  (the records, named through this module by its users)
+    CONTENT_HASH,
+    DEPLOY_COMPONENT,
+    ENV_MLFLOW_RUN,
+    ArtifactRecord,
+    LineageNode,
+    StepRecord,
+    still_readable,
+)
 
 ENV_STORE = "SLIPWAY_LINEAGE"
 ENV_RUN_ID = "SLIPWAY_RUN_ID"
 ENV_PIPELINE = "SLIPWAY_PIPELINE"
-# The component whose failed runs mark a model as never served: latest_blessed_model skips such a model.
-DEPLOY_COMPONENT = "deploy"
-ENV_MLFLOW_RUN = "MLFLOW_RUN_ID"  # set by KFP's driver in a task's container: the task's own MLflow run
-CONTENT_HASH = "content_sha256"  # an output's property: sha256 over what it computed (content_hash)
 # Outputs that record an event rather than a result (TensorBoard's event files carry wall-clock times and host
 # names; a deployment, its endpoint and time; an HTML report renders a JSON output that is hashed): not hashed.
 UNHASHED_TYPES = frozenset({"TensorBoardLogs", "Deployment", "HTML"})
@@ -47,40 +54,6 @@ TIMING_KEYS = frozenset({"seconds", "samples_per_second", "steps_per_second", "s
 # the steps record themselves): a rerun matches only with the same ones.
 RESULT_LIBRARIES = ("tensorflow", "tensorflow-transform", "tfx-bsl", "apache-beam", "tensorflow-data-validation",
                     "tensorflow-model-analysis", "horovod", "numpy", "pyarrow", "protobuf")
-
-
-@dataclass
-class ArtifactRecord:
-    name: str  # the input/output name on the step, e.g. "examples"
-    type_name: str  # e.g. "Examples", "Model", "RawData"
-    uri: str
-    properties: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class StepRecord:
-    component: str
-    run_id: str
-    pipeline: str
-    state: str  # "COMPLETE" or "FAILED"
-    started: float
-    finished: float
-    params: dict[str, Any] = field(default_factory=dict)
-    inputs: list[ArtifactRecord] = field(default_factory=list)
-    outputs: list[ArtifactRecord] = field(default_factory=list)
-    error: str = ""
-    startup_seconds: float | None = None  # process start to step start (interpreter, kfp, imports)
-    environment: dict[str, str] = field(default_factory=dict)  # what a rerun must match (environment())
-
-
-@dataclass
-class LineageNode:
-    """One artifact in an upstream chain, with the execution that produced it (None for raw inputs)."""
-
-    artifact: ArtifactRecord
-    produced_by: str | None
-    execution_id: int | str | None  # MLMD's execution id, or MLflow's run id
-    depth: int
 
 
 class LineageStore(Protocol):
@@ -130,15 +103,15 @@ def open_store(uri: str | None = None) -> LineageStore:
         return NoLineage()
     if uri.startswith(MLFLOW_SCHEMES):
         # Imported here: only an MLflow store needs its client (the standard library's HTTP, no mlflow package).
-        from slipway.core.lineage_mlflow import MlflowLineage
+        from slipway.core.lineage.mlflow import MlflowLineage
 
         return MlflowLineage(uri)
     if not uri.startswith(("sqlite://", "grpc://")):  # refused before ml_metadata is loaded for nothing
         from slipway.core.errors import SlipwayError
 
         raise SlipwayError(f"lineage store {uri!r}: expected {STORE_SCHEMES}")
-    # Imported here: the MLMD store builds on this module's records, and a process that records nothing skips it.
-    from slipway.core.lineage_mlmd import MlmdLineage, grpc_config, sqlite_config
+    # Imported here: a process that records nothing (or to MLflow) never loads ml_metadata.
+    from slipway.core.lineage.mlmd import MlmdLineage, grpc_config, sqlite_config
 
     if uri.startswith("sqlite://"):
         return MlmdLineage(uri, sqlite_config(uri.removeprefix("sqlite://")))
@@ -156,11 +129,6 @@ def check_store(uri: str) -> None:
     if uri in ("", "none") or uri.startswith(("sqlite://", "grpc://")):
         return
     open_store(uri)
-
-
-def still_readable(uri: str) -> bool:
-    """Whether a recorded model may still be read: a local folder that exists, or any remote URI (not asked)."""
-    return "://" in uri or Path(uri).exists()
 
 
 def sqlite_uri(path: str | os.PathLike) -> str:

@@ -28,17 +28,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from slipway.core import lineage
 from slipway.core.errors import SlipwayError
-from slipway.core.lineage import (
+from slipway.core.lineage.mlflow_client import MlflowApiError, MlflowClient, proxied_path, tracking_url
+from slipway.core.lineage.records import (
     CONTENT_HASH,
     DEPLOY_COMPONENT,
+    ENV_MLFLOW_RUN,
     ArtifactRecord,
     LineageNode,
     StepRecord,
     still_readable,
 )
-from slipway.core.lineage_mlflow_client import MlflowApiError, MlflowClient, proxied_path, tracking_url
 
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag, the one KFP's driver sets on a task's run
 # When a parent run was created (ns): steps recording at once agree on the first created as the pipeline run's one
@@ -62,7 +62,7 @@ MAX_UPLOAD_BYTES = 1 << 30  # per step: a larger model is left where its URI tag
 
 
 class MlflowLineage:
-    """LineageStore on an MLflow tracking server, over its REST API (lineage_mlflow_client)."""
+    """LineageStore on an MLflow tracking server, over its REST API (mlflow_client.py)."""
 
     def __init__(self, location: str) -> None:
         self.location = location
@@ -95,7 +95,7 @@ class MlflowLineage:
     def _step_run(self, record: StepRecord) -> tuple[dict, dict | None, str]:
         """(the step's run info, the parent run or None, the parent's id if this step created it, else ""):
         MLFLOW_RUN_ID's run, else a new nested run."""
-        given = os.environ.get(lineage.ENV_MLFLOW_RUN, "")
+        given = os.environ.get(ENV_MLFLOW_RUN, "")
         if given:
             return self.client.get_run(given)["info"], None, ""
         experiment = self._write_experiment(record.pipeline)
@@ -224,7 +224,7 @@ class MlflowLineage:
             for upstream in record.inputs:
                 visit(upstream, depth + 1)
 
-        if self._producer(uri) is not None:  # an output no step recorded: nothing to trace, as in lineage_mlmd
+        if self._producer(uri) is not None:  # an output no step recorded: nothing to trace, as in mlmd.py
             visit(ArtifactRecord("", "", uri), 0)
         return nodes
 
@@ -236,7 +236,7 @@ class MlflowLineage:
     def latest_blessed_model(self, pipeline: str) -> str | None:
         """URI of the newest model whose evaluation said blessed in this pipeline's runs.
 
-        A model that deploy steps took and never deployed is skipped, as lineage_mlmd does: the baseline is meant
+        A model that deploy steps took and never deployed is skipped, as mlmd.py does: the baseline is meant
         to be what is being served.
 
         Args:
@@ -358,7 +358,7 @@ def step_metrics(record: StepRecord) -> list[dict]:
 
 
 def record_json(record: StepRecord) -> dict:
-    """The record as lineage_mlmd stores it: properties that are neither numbers, text nor booleans become JSON
+    """The record as mlmd.py stores it: properties that are neither numbers, text nor booleans become JSON
     text (so what run_steps reads back is what the MLMD store gives), params as JSON.
 
     Args:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slipway import __version__
-from slipway.core.lineage import DEPLOY_COMPONENT, ArtifactRecord, LineageNode, StepRecord, still_readable
+from slipway.core.lineage.records import DEPLOY_COMPONENT, ArtifactRecord, LineageNode, StepRecord, still_readable
 
 if TYPE_CHECKING:  # for the annotations only: ml_metadata is imported where it is used
     from ml_metadata.proto.metadata_store_pb2 import ConnectionConfig, MetadataStoreClientConfig

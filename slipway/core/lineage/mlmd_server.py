@@ -5,7 +5,7 @@ Kubeflow runs MLMD's C++ `metadata_store_server`, which no package registry ship
 store from the ml-metadata wheel on a SQLite file, so KFP's driver and launcher (Go, gRPC) and Slipway's components
 talk to real MLMD over real gRPC. Calls are served one at a time: the store is one SQLite connection.
 
-    python -m slipway.core.mlmd_server --sqlite PATH [--address HOST:PORT]
+    python -m slipway.core.lineage.mlmd_server --sqlite PATH [--address HOST:PORT]
 """
 
 from __future__ import annotations

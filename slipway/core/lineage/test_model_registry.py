@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from slipway.core import model_registry, testing_model_registry
+from slipway.core import testing_model_registry
 from slipway.core.errors import EXIT_INFRASTRUCTURE_ERROR, SlipwayError
+from slipway.core.lineage import model_registry
 
 TOKEN = "tok-3f1d9c0e-never-printed"
 PROPERTIES = {"auc": 0.91, "binary_accuracy": 0.84, "slipway_run_id": "run-1", "slipway_pipeline": "slipway-tabular",

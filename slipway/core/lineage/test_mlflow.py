@@ -17,7 +17,7 @@ import pytest
 from slipway.core import lineage
 from slipway.core.errors import InfrastructureError, SlipwayError
 from slipway.core.lineage import ArtifactRecord, StepRecord
-from slipway.core.lineage_mlflow import CUT, MAX_PARAM_CHARS
+from slipway.core.lineage.mlflow import CUT, MAX_PARAM_CHARS
 from slipway.core.testing import free_port
 from slipway.core.testing_mlflow import mlflow_server
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from slipway import cli
 from slipway.core import lineage
-from slipway.core.lineage_compare import compare_runs, format_comparison
+from slipway.core.lineage.compare import compare_runs, format_comparison
 
 ENVIRONMENT = {"python": "3.11.7", "tensorflow": "2.16.2", "apache-beam": "2.61.0"}
 
