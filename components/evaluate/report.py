@@ -14,7 +14,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slipway.core import chart_lines, chart_svg, charts, storage
+from slipway.core import charts, storage
+from slipway.core.charts import lines as chart_lines
+from slipway.core.charts import svg as chart_svg
 
 # The metric drawn by slice when the caller names none and no threshold names one: the first of these measured.
 PREFERRED_METRICS = ("auc", "binary_accuracy", "sparse_categorical_accuracy", "accuracy", "root_mean_squared_error",

@@ -10,7 +10,8 @@ import html
 import json
 import math
 
-from slipway.core import chart_lines, chart_svg
+from slipway.core.charts import lines as chart_lines
+from slipway.core.charts import svg as chart_svg
 
 _STATUS_COLOURS = {"Succeeded": "#1b7f3b", "Failed": "#b3261e", "EarlyStopped": "#8a6d00", "Killed": "#666"}
 

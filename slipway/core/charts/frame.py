@@ -1,4 +1,4 @@
-"""The frame every chart of slipway.core.charts and chart_lines is drawn in: the <svg> element with its title,
+"""The frame every chart of slipway.core.charts and charts.lines is drawn in: the <svg> element with its title,
 the legend, the plot area and its axes (ticks, grid lines, axis labels), labels left of the plot, and the "no data"
 placeholder. The charts add their marks in data coordinates through Frame.x and Frame.y."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from slipway.core.chart_scales import tick_labels
-from slipway.core.chart_svg import (
+from slipway.core.charts.scales import tick_labels
+from slipway.core.charts.svg import (
     AXIS,
     CHAR_WIDTH,
     FONT_SIZE,

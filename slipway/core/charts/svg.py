@@ -1,4 +1,4 @@
-"""The markup every chart of slipway.core.charts and chart_lines is written in: the shared look (palette, colours,
+"""The markup every chart of slipway.core.charts and charts.lines is written in: the shared look (palette, colours,
 type sizes), values as the markup writes them (coordinates rounded to 0.1 px, numbers, escaped text) and the few
 elements built from them (text, line, rect, a series' group). One writer per element keeps the attribute order,
 and so the bytes, the same in every chart."""

@@ -1,7 +1,7 @@
 """Line charts as inline SVG for the HTML reports: lines and/or points on numeric axes (ROC, precision-recall,
-objective by trial). They follow charts.py's rules (no scripts or links, a <title> on the chart and every point,
+objective by trial). They follow the bar charts' rules (no scripts or links, a <title> on the chart and every point,
 escaped text, the same bytes for the same input) and classes (`plot-area`, `point`, `series`, `legend`), and are
-drawn in the same frame (chart_frame.py) with the same scales (chart_scales.py) and markup (chart_svg.py).
+drawn in the same frame (frame.py) with the same scales (scales.py) and markup (svg.py).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from slipway.core.chart_frame import Frame
-from slipway.core.chart_scales import clamp, domain, padded
-from slipway.core.chart_svg import MUTED, escape, finite, line, num, palette_colour, px, series_group
+from slipway.core.charts.frame import Frame
+from slipway.core.charts.scales import clamp, domain, padded
+from slipway.core.charts.svg import MUTED, escape, finite, line, num, palette_colour, px, series_group
 
 LINE_STYLES = ("line", "points", "line+points", "step")
 

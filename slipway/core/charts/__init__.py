@@ -14,9 +14,9 @@ the same input gives the same bytes (reports can be compared between runs).
 Elements carry classes tests and readers can rely on: `plot-area` (the frame of the data region), `bar`,
 `cell`, `cell-value`, `point`, `series` (a line, with data-series naming it), `legend`.
 
-This module holds the bar charts (histogram, bar_chart) and the heatmap, chart_lines.py the line charts; the frame
-they share (title, legend, plot area, axes) is chart_frame.py, their scales and ticks chart_scales.py, and the look
-and markup writers chart_svg.py.
+This module holds the bar charts (histogram, bar_chart) and the heatmap, lines.py the line charts; the frame
+they share (title, legend, plot area, axes) is frame.py, their scales and ticks scales.py, and the look
+and markup writers svg.py.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from slipway.core.chart_frame import Frame
-from slipway.core.chart_scales import clamp, domain, nice_domain, ticks_within
-from slipway.core.chart_svg import (
+from slipway.core.charts.frame import Frame
+from slipway.core.charts.scales import clamp, domain, nice_domain, ticks_within
+from slipway.core.charts.svg import (
     AXIS,
     CHAR_WIDTH,
     GRID,

@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from slipway.core import chart_lines, charts
+from slipway.core import charts
+from slipway.core.charts import lines as chart_lines
 
 
 def parse(svg: str) -> ET.Element:

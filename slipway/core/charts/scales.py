@@ -1,4 +1,4 @@
-"""Scales for the charts of slipway.core.charts and chart_lines: axis domains widened to round ticks, round ticks
+"""Scales for the charts of slipway.core.charts and charts.lines: axis domains widened to round ticks, round ticks
 inside a fixed domain, and tick labels with just the digits that tell neighbours apart. Ticks are cleaned of float
 noise, so the same data always gives the same labels and bytes."""
 
