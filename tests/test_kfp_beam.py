@@ -2,7 +2,7 @@
 pipeline parameter naming a runner whose workers run elsewhere: Beam's Prism runner and a pool of
 `slipway-beam-worker` harnesses (tests/beam_remote.py) in KFP's network namespace, which the pods reach on the
 cluster bridge. validate, transform and evaluate run in their pods and hand Beam their artifacts' object-store URIs
-(the launcher's local copies /minio/mlpipeline/... read as s3://mlpipeline/...; slipway.core.beam_storage): the
+(the launcher's local copies /minio/mlpipeline/... read as s3://mlpipeline/...; slipway.core.beam.storage): the
 workers, outside the cluster, read and write the cluster's object store.
 
 By hand (SLIPWAY_KFP_BEAM=1; about 6 minutes with the cluster up): the CI budget holds the tier of

@@ -4,7 +4,7 @@ tests run, standing in for MinIO). The same checks run on each (parametrized), a
 store: the S3 settings in the environment as the object-store Secret gives them (S3_ENDPOINT, AWS_REGION,
 S3_USE_HTTPS, credentials), artifacts written and read through slipway.core.storage (tf.io.gfile over
 tensorflow-io), a model folder up and down, listings, KFP's minio:// URIs, a missing key's one-line error, the
-Beam paths of a remote runner (slipway.core.beam_storage) and Beam's own S3 filesystem (boto3) as the workers use it.
+Beam paths of a remote runner (slipway.core.beam.storage) and Beam's own S3 filesystem (boto3) as the workers use it.
 
 Each check runs in a child process: tensorflow-io's S3 client keeps the first endpoint it met in a process, so one
 process cannot talk to two servers. SeaweedFS-only checks: it verifies signatures (moto accepts any key), so wrong
@@ -108,11 +108,13 @@ def check_missing(*uris: str) -> None:
 
 
 def check_beam(root: str) -> None:
-    """A remote runner's worker paths (slipway.core.beam_storage, over tf.io.gfile), then Beam's own S3 filesystem
-    (boto3, the workers' reads of the same URIs) with the endpoint slipway.core.beam_worker hands it."""
+    """A remote runner's worker paths (slipway.core.beam.storage, over tf.io.gfile), then Beam's own S3 filesystem
+    (boto3, the workers' reads of the same URIs) with the endpoint slipway.core.beam.worker hands it."""
     import tempfile
 
-    from slipway.core import beam, beam_storage, beam_worker
+    from slipway.core import beam
+    from slipway.core.beam import storage as beam_storage
+    from slipway.core.beam import worker as beam_worker
 
     local = Path(tempfile.mkdtemp())
     (local / "examples" / "Split-train").mkdir(parents=True)

@@ -46,8 +46,9 @@ from slipway.components.evaluate import (
 )
 from slipway.components.evaluate.report import PERCENT_METRICS
 from slipway.core import beam as beam_options
-from slipway.core import beam_storage, progress
+from slipway.core import progress
 from slipway.core.artifacts import split_dir, staged_output, write_json
+from slipway.core.beam import storage as beam_storage
 from slipway.core.errors import SlipwayError, option_name
 from slipway.core.storage import is_object_store, local_copy
 from slipway.core.tasks import CLASSIFICATION

@@ -23,7 +23,7 @@ from typing import Any
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 from slipway.core import beam as beam_options
-from slipway.core import beam_storage, progress, storage
+from slipway.core import progress, storage
 from slipway.core.artifacts import (
     EXAMPLES_META,
     SCHEMA_FILE,
@@ -37,6 +37,7 @@ from slipway.core.artifacts import (
     staged_output,
     write_json,
 )
+from slipway.core.beam import storage as beam_storage
 from slipway.core.errors import SlipwayError
 from slipway.core.locks import exclusive_lock
 from slipway.core.modules import load_module

@@ -27,8 +27,9 @@ from typing import Any
 
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
 from slipway.components.validate import report
-from slipway.core import artifacts, beam_storage, progress, storage
+from slipway.core import artifacts, progress, storage
 from slipway.core import beam as beam_options
+from slipway.core.beam import storage as beam_storage
 from slipway.core.errors import SlipwayError, ValidationFailed, option_name
 from slipway.core.json_text import json_object
 

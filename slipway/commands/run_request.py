@@ -64,7 +64,8 @@ def request_from(args: Any, warm: Any = None) -> RunRequest:
 
 def plan(args: Any) -> RunRequest:
     """The request without kfp or TensorFlow imported and nothing written: every flag checked, the arguments made."""
-    from slipway.core import beam, beam_storage, lineage
+    from slipway.core import beam, lineage
+    from slipway.core.beam import storage as beam_storage
 
     images = args.pipeline == "images"
     data, label, module = _inputs(args, images)

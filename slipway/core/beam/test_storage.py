@@ -1,5 +1,5 @@
-"""Where the Beam steps' workers read and write (slipway.core.beam_storage) and the worker harness's set-up
-(slipway.core.beam_worker): which runners share the step's files, the scratch URI a remote runner needs, KFP's
+"""Where the Beam steps' workers read and write (slipway.core.beam.storage) and the worker harness's set-up
+(slipway.core.beam.worker): which runners share the step's files, the scratch URI a remote runner needs, KFP's
 local paths read as URIs, inputs copied to and outputs copied from a real S3 server on loopback."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import os
 
 import pytest
 
-from slipway.core import beam, beam_storage, beam_worker
+from slipway.core import beam
+from slipway.core.beam import storage as beam_storage
+from slipway.core.beam import worker as beam_worker
 from slipway.core.errors import SlipwayError
 from slipway.core.testing import environment
 

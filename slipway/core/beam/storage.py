@@ -88,7 +88,7 @@ class WorkerPaths:
         self._copies = 0
         if self.shared:
             location = _scratch_location(choice).rstrip("/")
-            from slipway.core import beam_worker
+            from slipway.core.beam import worker as beam_worker
 
             beam_worker.prepare()  # this process writes and reads the same URIs as the workers
             self.root = f"{location}/slipway-{step}-{uuid.uuid4().hex[:12]}"
