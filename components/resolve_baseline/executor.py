@@ -1,6 +1,6 @@
 """Resolve the baseline model for evaluate's change thresholds: inside the pipeline, so a cluster run does it too.
 
-`choice` is what the pipeline parameter says:
+`baseline_model` is what the pipeline parameter says:
   "auto"   the latest blessed model of this pipeline in the lineage store (and served, when a deploy step took
            it: see LineageStore.latest_blessed_model); none on a pipeline's first run, when evaluate skips the
            change thresholds ("rubber stamp", as TFX does)
@@ -29,11 +29,11 @@ class Baseline:
     reason: str  # one line for the step's log and the lineage store
 
 
-def resolve(choice: str, pipeline: str, store_uri: str = "", model_registry: str = "",
-            model_name: str = "") -> Baseline:
-    """The baseline for `choice` (see the module docstring); store_uri "" means the component's environment;
-    model_registry "" means the lineage store is asked."""
-    choice = (choice or NONE).strip()
+def run(*, pipeline_name: str, baseline_model: str = AUTO, model_registry: str = "", model_name: str = "",
+        lineage_store: str = "") -> Baseline:
+    """The baseline for `baseline_model` (see the module docstring); lineage_store "" means the component's
+    environment; model_registry "" means the lineage store is asked."""
+    choice, pipeline = (baseline_model or NONE).strip(), pipeline_name
     if choice == NONE:
         return Baseline("", "no baseline requested: change thresholds are skipped")
     if choice != AUTO:
@@ -44,7 +44,7 @@ def resolve(choice: str, pipeline: str, store_uri: str = "", model_registry: str
         return _from_registry(model_registry, model_name)
     if not pipeline:
         raise SlipwayError("resolve_baseline: pipeline name is empty (needed to find its latest blessed model)")
-    store = lineage.open_store(store_uri or None)
+    store = lineage.open_store(lineage_store or None)
     if store.location == "none":
         return Baseline("", "no lineage store configured: no baseline, change thresholds are skipped")
     found = store.latest_blessed_model(pipeline)

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from slipway.core.step import Step, parameters
+from slipway.components.resolve_baseline.spec import SPEC
+from slipway.core.component_spec import arguments_of
+from slipway.core.step import Step
 
 
 def run(arguments: dict[str, Any]) -> tuple[str, str]:
-    """The baseline evaluate compares against (executor.resolve); returns (its URI or "", why)."""
+    """The baseline evaluate compares against (executor.run); returns (its URI or "", why)."""
     from slipway.components.resolve_baseline import executor
 
-    a = arguments
-    with Step("resolve_baseline", parameters(a, leave_out=()), a["lineage_store"], fact=fact) as step:
-        found = executor.resolve(a["baseline_model"], a["pipeline_name"], a["lineage_store"],
-                                 model_registry=a["model_registry"], model_name=a["model_name"])
+    a = arguments_of(SPEC, arguments)
+    with Step("resolve_baseline", a.recorded(), a.lineage_store, fact=fact) as step:
+        found = executor.run(lineage_store=a.lineage_store, **a.executor_parameters())
         print(f"resolve_baseline: {found.reason}", flush=True)
         # Kept as execution properties, not as an output artifact: the model's producer stays the train step.
         step.params.update(resolved=found.uri, reason=found.reason)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from slipway.components.resolve_baseline.executor import resolve
+from slipway.components.resolve_baseline.executor import run as resolve
 from slipway.core import lineage
 from slipway.core.errors import SlipwayError
 
@@ -26,7 +26,7 @@ def store_uri(tmp_path: Path) -> str:
 
 
 def test_first_run_has_no_baseline_and_says_the_change_thresholds_are_skipped(store_uri: str):
-    found = resolve("auto", "demo", store_uri)
+    found = resolve(baseline_model="auto", pipeline_name="demo", lineage_store=store_uri)
     assert found.uri == ""
     assert "no blessed model of pipeline demo" in found.reason and "skipped" in found.reason
 
@@ -37,7 +37,7 @@ def test_auto_finds_the_latest_blessed_model_of_the_same_pipeline_only(store_uri
     _bless(store, "r2", tmp_path / "m2")
     _bless(store, "r3", tmp_path / "m3", blessed=False)
     _bless(store, "r4", tmp_path / "other", pipeline="another-pipeline")
-    found = resolve("auto", "demo", store_uri)
+    found = resolve(baseline_model="auto", pipeline_name="demo", lineage_store=store_uri)
     assert found.uri == str(tmp_path / "m2")
     assert found.reason == f"latest blessed model of pipeline demo: {tmp_path / 'm2'}"
 
@@ -46,9 +46,9 @@ def test_the_store_comes_from_the_environment_when_not_given(store_uri: str, tmp
                                                            monkeypatch: pytest.MonkeyPatch):
     _bless(lineage.open_store(store_uri), "r1", tmp_path / "m1")
     monkeypatch.setenv(lineage.ENV_STORE, store_uri)
-    assert resolve("auto", "demo").uri == str(tmp_path / "m1")
+    assert resolve(baseline_model="auto", pipeline_name="demo").uri == str(tmp_path / "m1")
     monkeypatch.setenv(lineage.ENV_STORE, "none")
-    assert resolve("auto", "demo").uri == ""
+    assert resolve(baseline_model="auto", pipeline_name="demo").uri == ""
 
 
 def test_explicit_path_wins_and_none_means_none(store_uri: str, tmp_path: Path):
@@ -57,13 +57,13 @@ def test_explicit_path_wins_and_none_means_none(store_uri: str, tmp_path: Path):
     chosen = tmp_path / "chosen"
     chosen.mkdir()
     (chosen / "saved_model.pb").write_bytes(b"")
-    assert resolve(str(chosen), "demo", store_uri).uri == str(chosen)
-    assert resolve("none", "demo", store_uri).uri == ""
+    assert resolve(baseline_model=str(chosen), pipeline_name="demo", lineage_store=store_uri).uri == str(chosen)
+    assert resolve(baseline_model="none", pipeline_name="demo", lineage_store=store_uri).uri == ""
 
 
 def test_a_path_that_is_not_a_saved_model_is_one_clear_line(store_uri: str, tmp_path: Path):
     with pytest.raises(SlipwayError, match=r"baseline_model .*/nowhere: not a SavedModel folder"):
-        resolve(str(tmp_path / "nowhere"), "demo", store_uri)
+        resolve(baseline_model=str(tmp_path / "nowhere"), pipeline_name="demo", lineage_store=store_uri)
 
 
 def test_with_a_model_registry_auto_is_its_newest_registered_version(store_uri: str, tmp_path: Path):
@@ -73,7 +73,8 @@ def test_with_a_model_registry_auto_is_its_newest_registered_version(store_uri: 
     store = lineage.open_store(store_uri)
     _bless(store, "r1", tmp_path / "lineage-model")  # the lineage store is not asked when a registry is set
     with testing_model_registry.running() as server:
-        first = resolve("auto", "demo", store_uri, model_registry=server.url, model_name="taxi")
+        taxi = {"pipeline_name": "demo", "lineage_store": store_uri, "model_registry": server.url, "model_name": "taxi"}
+        first = resolve(baseline_model="auto", **taxi)
         assert first.uri == "" and first.reason == (f"no version of model taxi in the model registry at "
                                                     f"{server.url} yet: change thresholds are skipped (first run)")
         registry = model_registry.connect(server.url, token="")
@@ -82,23 +83,24 @@ def test_with_a_model_registry_auto_is_its_newest_registered_version(store_uri: 
             folder.mkdir(parents=True)
             (folder / "saved_model.pb").write_bytes(b"")
             registry.register("taxi", version, str(folder))
-        found = resolve("auto", "demo", store_uri, model_registry=server.url, model_name="taxi")
+        found = resolve(baseline_model="auto", **taxi)
         newest = tmp_path / "serving" / "taxi" / "2"
         assert found.uri == str(newest)
         assert found.reason == (f"newest version of model taxi in the model registry at {server.url}: version 2 at "
                                 f"{newest}")
-        assert resolve("none", "demo", store_uri, model_registry=server.url, model_name="taxi").uri == ""
+        assert resolve(baseline_model="none", **taxi).uri == ""
         registry.register("taxi", "3", str(tmp_path / "gone"))
         with pytest.raises(SlipwayError, match=r"version 3 at .*/gone is not a SavedModel folder"):
-            resolve("auto", "demo", store_uri, model_registry=server.url, model_name="taxi")
+            resolve(baseline_model="auto", **taxi)
         registry.register("taxi", "4", "pvc://models/taxi/4")
         with pytest.raises(SlipwayError, match="evaluate cannot read"):
-            resolve("auto", "demo", store_uri, model_registry=server.url, model_name="taxi")
+            resolve(baseline_model="auto", **taxi)
         with pytest.raises(SlipwayError, match="model_name is empty"):
-            resolve("auto", "demo", store_uri, model_registry=server.url, model_name="")
+            resolve(baseline_model="auto", **{**taxi, "model_name": ""})
 
 
 def test_a_bad_registry_address_is_one_line(store_uri: str):
     with pytest.raises(SlipwayError) as bad:
-        resolve("auto", "demo", store_uri, model_registry="mr:8080", model_name="taxi")
+        resolve(baseline_model="auto", pipeline_name="demo", lineage_store=store_uri, model_registry="mr:8080",
+                model_name="taxi")
     assert str(bad.value).startswith("model registry address 'mr:8080': expected http://host:port")
