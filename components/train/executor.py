@@ -130,8 +130,7 @@ def _terminate_on_signal(process: subprocess.Popen):
     """SIGTERM/SIGINT to this step (a cancelled run) stops every rank, not just horovodrun."""
 
     def stop(signum: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+        lifecycle.send(process, signal.SIGTERM, group=True)
         raise SlipwayError(f"train: stopped by signal {int(signum)}; all ranks terminated")
 
     try:
@@ -139,9 +138,7 @@ def _terminate_on_signal(process: subprocess.Popen):
             yield
     finally:
         if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            lifecycle.kill(process, group=True)
 
 
 _RANK_EXIT = re.compile(r"Process (\d+) exit with status code (-?\d+)")

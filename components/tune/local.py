@@ -139,7 +139,7 @@ class _Search:
 
     def _kill_all(self) -> None:
         for trial in self.running:
-            trial.kill()
+            trial.kill_group()
 
     def _loop(self) -> None:
         stopping = False
@@ -160,7 +160,7 @@ class _Search:
                         for other in self.running:
                             other.terminate("killed", "search finished: goal reached")
                 elif trial.kill_at is not None and now >= trial.kill_at:
-                    trial.kill()
+                    trial.kill_group()
                 elif self.timeout_s is not None and trial.stop is None and now - trial.started > self.timeout_s:
                     trial.terminate("timeout", f"timed out after {self.timeout_s:g} s")
             if self.error and not self.running:

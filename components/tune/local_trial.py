@@ -112,13 +112,13 @@ class Trial:
         with self.lock:
             return list(self.values)
 
-    def kill(self) -> None:
+    def kill_group(self) -> None:
         """SIGKILL to the trial's process group (its own session) while it runs; the search loop reaps it."""
         if self.process is not None and self.process.poll() is None:
             lifecycle.kill(self.process, group=True, reap=False)
 
     def terminate(self, why: str, reason: str, grace: float = KILL_GRACE_S) -> None:
-        """SIGTERM to the trial's process group; the search loop calls kill() once grace has passed (kill_at): the
+        """SIGTERM to the trial's process group; the search loop calls kill_group() once grace has passed (kill_at): the
         trials run side by side, so the escalation is the loop's rather than one blocking lifecycle.stop each."""
         if self.stop is None:
             self.stop, self.stop_reason = why, reason

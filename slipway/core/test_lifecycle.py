@@ -1,8 +1,9 @@
 """How Slipway's processes stop (slipway.core.lifecycle): real signals to this process and to children, and the
-check that no other production file installs a signal handler or sets a process link itself."""
+check that no other production file installs a signal handler, sets a process link or sends SIGKILL itself."""
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import signal
@@ -101,6 +102,128 @@ def test_only_the_lifecycle_module_installs_handlers_or_sets_process_links():
                    if not path.name.startswith("test_") and "testing" not in path.name
                    and pattern.search(path.read_text(encoding="utf-8")))
     assert found == ["slipway/core/lifecycle.py"]
+
+
+def _sends_sigkill(tree: ast.AST) -> list[int]:
+    """The lines that name SIGKILL (signal.SIGKILL, or SIGKILL imported) or call .kill() (a Popen's, psutil's) or
+    os.kill / os.killpg with 9."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute | ast.Name) and getattr(node, "attr", getattr(node, "id", "")) == "SIGKILL":
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("kill", "killpg"):
+            bare = node.func.attr == "kill" and not node.args and not node.keywords
+            nine = len(node.args) == 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value == 9
+            if bare or nine:
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_only_the_lifecycle_module_sends_sigkill():
+    """Every "SIGTERM, then SIGKILL" goes through lifecycle.stop / stop_all / kill (the grace, the reaping)."""
+    found = {str(path.relative_to(ROOT)): lines for folder in PRODUCTION for path in folder.rglob("*.py")
+             if not path.name.startswith("test_") and "testing" not in path.name
+             and (lines := _sends_sigkill(ast.parse(path.read_text(encoding="utf-8"))))}
+    assert list(found) == ["slipway/core/lifecycle.py"], found
+
+
+def test_the_sigkill_check_sees_each_way_of_sending_it():
+    code = ("os.killpg(p.pid, signal.SIGKILL)\nprocess.kill()\nos.kill(pid, 9)\nfrom signal import SIGKILL\n"
+            "send(p, SIGKILL)\nlifecycle.kill(p)\nos.kill(pid, signal.SIGTERM)\n")
+    assert _sends_sigkill(ast.parse(code)) == [1, 2, 3, 5]
+
+
+def _child(code: str, **kwargs) -> subprocess.Popen:
+    """A Python child that runs code (its handlers), prints "ready", then sleeps; returned once it is ready."""
+    script = ("import os, signal, subprocess, sys, time\n" + code + "\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, **kwargs)
+    process.ready_line = process.stdout.readline().split()  # what code printed before "ready", then "ready"
+    assert process.ready_line[-1:] == ["ready"]
+    return process
+
+
+IGNORES_SIGTERM = "signal.signal(signal.SIGTERM, signal.SIG_IGN)"
+
+
+def test_a_child_that_ignores_sigterm_is_sigkilled_after_the_grace_and_reaped():
+    process = _child(IGNORES_SIGTERM)
+    started = time.monotonic()
+    assert lifecycle.stop(process, grace_s=1) is False
+    assert time.monotonic() - started >= 1
+    assert process.returncode == -signal.SIGKILL
+
+
+def test_a_child_that_ends_on_sigterm_is_not_sigkilled():
+    process = _child("")
+    assert lifecycle.stop(process, grace_s=30) is True
+    assert process.returncode == -signal.SIGTERM
+    assert lifecycle.stop(process, grace_s=30) is True  # ended already: nothing sent
+
+
+def test_a_pid_is_stopped_the_same_way_and_a_child_of_this_process_is_reaped():
+    ends, ignores = _child(""), _child(IGNORES_SIGTERM)
+    assert lifecycle.stop(ends.pid, grace_s=30) is True
+    assert lifecycle.stop(ignores.pid, grace_s=1) is False
+    for process in (ends, ignores):
+        assert not lifecycle.alive(process.pid)
+        with pytest.raises(ChildProcessError):  # reaped by stop
+            os.waitpid(process.pid, os.WNOHANG)
+
+
+def _group(leader_code: str, member_code: str) -> tuple[subprocess.Popen, int]:
+    """A leader in a session of its own with one member of its group (a grandchild of this process)."""
+    member = f"import signal, time\n{member_code}\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    leader = _child(f"{leader_code}\nm = subprocess.Popen([sys.executable, '-c', {member!r}], stdout=subprocess.PIPE,"
+                    " text=True)\nassert m.stdout.readline().strip() == 'ready'\nprint(m.pid, end=' ')",
+                    start_new_session=True)
+    return leader, int(leader.ready_line[0])
+
+
+def _gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while lifecycle.alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_process_group_gets_sigterm_together():
+    leader, member = _group("", "")
+    assert lifecycle.stop(leader, grace_s=30, group=True) is True
+    assert leader.returncode == -signal.SIGTERM
+    assert _gone(member)
+
+
+def test_a_process_group_that_ignores_sigterm_is_sigkilled_together():
+    leader, member = _group(IGNORES_SIGTERM, IGNORES_SIGTERM)
+    assert lifecycle.stop(leader, grace_s=1, group=True) is False
+    assert leader.returncode == -signal.SIGKILL
+    assert _gone(member)
+
+
+def test_kill_is_sigkill_at_once():
+    process = _child(IGNORES_SIGTERM)
+    lifecycle.kill(process)
+    assert process.returncode == -signal.SIGKILL
+    lifecycle.kill(process)  # ended and reaped already: nothing sent
+
+
+def test_stop_all_sigkills_only_those_still_running_after_the_grace():
+    ends, ignores = _child(""), _child(IGNORES_SIGTERM)
+    started = time.monotonic()
+    assert lifecycle.stop_all([ends.pid, ignores.pid, 2 ** 22 + 1], grace_s=1) == [ignores.pid]
+    assert time.monotonic() - started < 10
+    for process in (ends, ignores):
+        assert not lifecycle.alive(process.pid)
+
+
+def test_stop_all_without_a_grace_waits_for_each_to_end_and_never_sigkills():
+    slow = _child("signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1.5), sys.exit(0)))")
+    started = time.monotonic()
+    assert lifecycle.stop_all([slow.pid], grace_s=None) == []
+    assert time.monotonic() - started >= 1.4
+    assert not lifecycle.alive(slow.pid)
 
 
 def test_call_in_fork_keeps_what_the_work_imports_in_the_copy():

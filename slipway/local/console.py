@@ -89,7 +89,7 @@ class Console:
 @contextlib.contextmanager
 def steps_through(console: Console, rewrite: Callable[[list[str]], list[str]] | None = None) -> Iterator[None]:
     """kfp.local's subprocess tasks run through console.run_step for the duration; rewrite, when given, changes
-    each task's command first (the warm step process: slipway.local.warm_steps)."""
+    each task's command first (the warm step process: slipway.local.warm, WarmSteps.command)."""
     from kfp.local import subprocess_task_handler
 
     original = subprocess_task_handler.run_local_subprocess
@@ -140,20 +140,12 @@ def stop_descendants(grace_s: float = 5.0) -> list[int]:
     """SIGTERM every process below this one, SIGKILL what is left after grace_s; the pids that were running."""
     import psutil
 
-    me = psutil.Process()
     try:
-        children = me.children(recursive=True)
+        pids = [child.pid for child in psutil.Process().children(recursive=True)]
     except psutil.Error:
         return []
-    for child in children:
-        with contextlib.suppress(psutil.Error):
-            child.terminate()
-    _, alive = psutil.wait_procs(children, timeout=grace_s)
-    for child in alive:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
-    return [child.pid for child in children]
+    lifecycle.stop_all(pids, grace_s)
+    return pids
 
 
 def prune_run_logs(logs_root: Path, keep: int = KEEP_RUN_LOGS) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -50,50 +49,18 @@ class ServerProcess:
     process: subprocess.Popen | None = None  # None when found through a state file
 
     def alive(self) -> bool:
-        if self.process is not None:
-            return self.process.poll() is None
-        return _pid_alive(self.pid)
+        return lifecycle.alive(self._target())
 
     def stop(self, timeout: float = 15) -> None:
         """SIGTERM (the server answers what is in flight, then exits 0); SIGKILL after timeout seconds."""
-        if not self.alive():
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGTERM)
-        if self._wait(timeout):
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        self._wait(timeout)
+        lifecycle.stop(self._target(), timeout)
 
-    def _wait(self, timeout: float) -> bool:
-        if self.process is not None:
-            try:
-                self.process.wait(timeout)
-                return True
-            except subprocess.TimeoutExpired:
-                return False
-        deadline = time.monotonic() + timeout
-        while _pid_alive(self.pid):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+    def _target(self) -> subprocess.Popen | int:
+        return self.process if self.process is not None else self.pid
 
 
 def _pid_alive(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child that has exited: reaped now
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):  # a zombie (exited, parent has not reaped it yet) is not alive
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
+    return lifecycle.alive(pid)
 
 
 def start_server(
@@ -193,9 +160,7 @@ def _read_from(path: str, offset: int) -> str:
 
 
 def _kill(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    lifecycle.kill(process)
 
 
 def read_state(state_file: str) -> ServerProcess | None:

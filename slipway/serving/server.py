@@ -279,13 +279,8 @@ def _start_workers(count: int, sock: socket.socket) -> tuple[int, list[int]]:
 
 
 def _stop_workers(pids: list[int]) -> None:
-    """SIGTERM to each further worker (a graceful stop, as the first one's), then wait for them."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+    """SIGTERM to each further worker (a graceful stop, as the first one's), then wait for them (no SIGKILL)."""
+    lifecycle.stop_all(pids, grace_s=None)
 
 
 if __name__ == "__main__":
