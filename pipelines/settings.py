@@ -23,6 +23,8 @@ from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
+from slipway.components import COMPONENTS
+from slipway.core.component_spec import ComponentSpec, Param, Run
 from slipway.core.errors import SlipwayError
 from slipway.core.lineage import ENV_PIPELINE
 from slipway.core.settings_object import settings_from
@@ -35,12 +37,25 @@ OBJECT_STORE_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
 RUN_ID_FIELD = "metadata.labels['workflows.argoproj.io/workflow']"
 
 
-# Every pipeline parameter, once: its type, its `slipway run` flag, its default in each pipeline that takes it, and
-# what the KFP UI shows beside it (kfp reads a pipeline's `Args:` docstring into the compiled YAML). The three pipeline
-# signatures and their docstrings (signature(), docstring(); pipelines/training.py), the `slipway run` flags' names and
-# the names a step's errors use under the CLI (RUN_FLAGS) are made from this table.
+# Every pipeline parameter, once: its type, its `slipway run` flag and the flag's help, its default in each pipeline
+# that takes it, and what the KFP UI shows beside it (kfp reads a pipeline's `Args:` docstring into the compiled
+# YAML). The rows are made from the components' specs (a component parameter with a Run: components/<name>/spec.py),
+# plus the one parameter no component takes (object_store_secret, for the pods); a pipeline takes a parameter when it
+# composes a component that takes it. The three pipeline signatures and their docstrings (signature(), docstring();
+# pipelines/training.py), `slipway run`'s flags (commands/run.py) and the names a step's errors use under the CLI
+# (RUN_FLAGS) are made from this table.
 REQUIRED = inspect.Parameter.empty
 TABULAR, TABULAR_TUNED, IMAGES = "tabular_pipeline", "tuned_tabular_pipeline", "image_pipeline"
+TABULARS = (TABULAR, TABULAR_TUNED)
+# The components each pipeline composes (pipelines/training.compose: tune only with a search spec).
+COMPOSED = {TABULAR: tuple(c for c in COMPONENTS if c != "tune"), TABULAR_TUNED: COMPONENTS,
+            IMAGES: tuple(c for c in COMPONENTS if c != "tune")}
+# Parameters only one kind of data takes: CSV/Parquet columns and distances, or image formats.
+ONLY = {"key": TABULARS, "split_column": TABULARS, "task": TABULARS, "skew_thresholds": TABULARS,
+        "drift_thresholds": TABULARS, "data_format": (IMAGES,), "image_size": (IMAGES,)}
+# A pipeline's own defaults where they are not the component's.
+OWN_DEFAULTS = {TABULAR: {"model_name": "tabular-model"}, TABULAR_TUNED: {"model_name": "tabular-model"},
+                IMAGES: {"label": "label", "splits": "train:4,eval:1", "workers": 2, "model_name": "image-model"}}
 
 
 @dataclass(frozen=True)
@@ -50,90 +65,52 @@ class Parameter:
     flag: str  # its `slipway run` flag (a step's errors name it when the CLI runs the step); empty: none
     defaults: dict[str, Any]  # pipeline -> default (REQUIRED: none); a pipeline not listed does not take it
     description: str
+    help: str = ""  # the flag's help
+    choices: tuple[str, ...] = ()
+    metavar: str = ""
+    takers: tuple[tuple[str, str], ...] = ()  # (component, its parameter) that take this pipeline parameter
 
 
-PARAMETERS = (
-    Parameter("data", str, "--data", {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: REQUIRED},
-              "The input file or folder (on a cluster, a path on the mounted volume)."),
-    Parameter("label", str, "--label", {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: "label"},
-              "The label column (images: the name of the class-id feature)."),
-    Parameter("module_file", str, "--module", {TABULAR: REQUIRED, TABULAR_TUNED: REQUIRED, IMAGES: REQUIRED},
-              "Path of the module file: preprocessing_fn, build_keras_model, optional hyperparameters() and "
-              "eval_settings()."),
-    Parameter("search_spec", str, "--tune", {TABULAR_TUNED: REQUIRED},
-              "The hyper-parameter search spec (Katib v1beta1 shape) as JSON or YAML text, or a file path."),
-    Parameter("trial_hyperparameters", str, "--trial-hparams", {TABULAR_TUNED: '{"epochs": 2}'},
-              "JSON hyper-parameters for the tuning trials only (e.g. fewer epochs)."),
-    Parameter("task", str, "--task", {TABULAR: "auto", TABULAR_TUNED: "auto"},
-              "auto, classification or regression. auto: a string label is classification, numbers with a "
-              "non-integer value regression, integers classification with at most 20 distinct values, else "
-              "regression."),
-    Parameter("key", str, "--key", {TABULAR: "", TABULAR_TUNED: ""},
-              "Column whose hash assigns rows to splits; empty hashes the whole row."),
-    Parameter("split_column", str, "--split-column", {TABULAR: "", TABULAR_TUNED: ""},
-              "A column naming each row's split, as it is or mapped (case:Train=train,Test=eval); empty splits by "
-              "hash (key, splits)."),
-    Parameter("splits", str, "--splits",
-              {TABULAR: "train:2,eval:1", TABULAR_TUNED: "train:2,eval:1", IMAGES: "train:4,eval:1"},
-              "Split weights, e.g. train:8,eval:1,test:1."),
-    Parameter("data_format", str, "--data-format", {IMAGES: "auto"},
-              "auto (detect), csv, parquet, images, cifar10 or tfrecord."),
-    Parameter("image_size", str, "--image-size", {IMAGES: ""},
-              "HxW to resize images to; empty keeps the first image's size."),
-    Parameter("schema_file", str, "--schema", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
-              "A curated schema.pbtxt to validate against; empty infers one from the train split."),
-    Parameter("allow_anomalies", bool, "--allow-anomalies", {TABULAR: False, TABULAR_TUNED: False, IMAGES: False},
-              "Continue when validation finds anomalies (they are still reported)."),
-    Parameter("skew_thresholds", str, "--skew", {TABULAR: "{}", TABULAR_TUNED: "{}"},
-              "JSON {feature: threshold} for train/eval skew."),
-    Parameter("drift_thresholds", str, "--drift", {TABULAR: "{}", TABULAR_TUNED: "{}"},
-              "JSON {feature: threshold} for train/eval drift."),
-    Parameter("hyperparameters", str, "--hparams", {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
-              "JSON hyper-parameters over the module's defaults."),
-    Parameter("workers", int, "--workers", {TABULAR: 1, TABULAR_TUNED: 1, IMAGES: 2},
-              "Training processes: Horovod ranks when above 1 (MPIJob workers on a cluster)."),
-    Parameter("checkpoint_dir", str, "", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
-              "Where per-epoch checkpoints are kept so a rerun resumes; empty: none."),
-    Parameter("eval_settings", str, "--eval-settings", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
-              "JSON slices and thresholds for evaluation; empty uses the module's eval_settings()."),
-    Parameter("baseline_model", str, "--baseline", {TABULAR: "auto", TABULAR_TUNED: "auto", IMAGES: "auto"},
-              "auto (the latest blessed model of this pipeline), none, or a SavedModel path/URI."),
-    Parameter("model_name", str, "--model-name",
-              {TABULAR: "tabular-model", TABULAR_TUNED: "tabular-model", IMAGES: "image-model"},
-              "The served model's name (URL /v1/models/NAME; the InferenceService's name on a cluster)."),
-    Parameter("model_base", str, "--model-base", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
-              "Where model versions are pushed: a folder, s3://bucket/path or pvc://claim/path."),
-    Parameter("keep_serving", bool, "--keep-serving", {TABULAR: False, TABULAR_TUNED: False, IMAGES: False},
-              "Local deploy: leave the model server running after the run."),
-    Parameter("serving_port", int, "--port", {TABULAR: 0, TABULAR_TUNED: 0, IMAGES: 0},
-              "Local deploy: port on 127.0.0.1 (0 picks a free one)."),
-    Parameter("backend", str, "", {TABULAR: "local", TABULAR_TUNED: "local", IMAGES: "local"},
-              "Where train and tune run: local (in the step's pod) or kubernetes (MPIJob, Katib Experiment)."),
-    Parameter("cluster", str, "", {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
-              "JSON launcher settings for backend kubernetes: namespace, storage, resources, timeout_s."),
-    Parameter("beam_pipeline_args", list, "--beam-pipeline-args", {TABULAR: [], TABULAR_TUNED: [], IMAGES: []},
-              'Beam options for validate, transform and evaluate, e.g. ["--runner=FlinkRunner", '
-              '"--flink_master=host:8081", "--temp_location=s3://bucket/tmp"] (a runner whose workers run elsewhere'
-              " needs --temp_location, an object-store URI they share); empty: Beam's DirectRunner in each step's "
-              "pod, in process or one worker per core as the row count makes faster."),
-    Parameter("object_store_secret", str, "",
-              {TABULAR: OBJECT_STORE_SECRET, TABULAR_TUNED: OBJECT_STORE_SECRET, IMAGES: OBJECT_STORE_SECRET},
-              "The Secret whose keys become every step's object-store environment (AWS_*, S3_*)."),
-    Parameter("lineage_store", str, "--lineage", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
-              "The lineage store: ML Metadata (grpc://host:port on a cluster, sqlite:///path locally) or an "
-              "MLflow tracking server (mlflow://host:port); empty: none."),
-    Parameter("deploy_backend", str, "--deploy", {TABULAR: "local", TABULAR_TUNED: "local", IMAGES: "local"},
-              "local (KServe's model server on loopback), push (only push the version) or kubernetes (a KServe "
-              "InferenceService)."),
-    Parameter("deploy_cluster", str, "--deploy-cluster", {TABULAR: "{}", TABULAR_TUNED: "{}", IMAGES: "{}"},
-              "JSON settings for deploy_backend kubernetes: namespace, service_account, deployment_mode, "
-              "canary_traffic_percent, replicas, resources."),
-    Parameter("model_registry", str, "--model-registry", {TABULAR: "", TABULAR_TUNED: "", IMAGES: ""},
-              "A Kubeflow Model Registry's REST address (http://host:port, e.g. "
-              "http://model-registry-service.kubeflow:8080): deploy registers each deployed version there and "
-              "resolve_baseline's auto reads the newest registered version instead of the lineage store; empty: "
-              "none."),
-)
+def rows(specs: tuple[ComponentSpec, ...], composed: dict[str, tuple[str, ...]] = COMPOSED) -> tuple[Parameter, ...]:
+    """The pipeline parameters the specs declare (a Param with a Run), in the specs' order, each with the components
+    that take it (a Run, or the name of a Run another spec declares), then object_store_secret."""
+    declared: dict[str, tuple[Param, Run]] = {}
+    takers: dict[str, list[tuple[str, str]]] = {}
+    for spec in specs:
+        for param in spec.parameters:
+            if isinstance(param.run, Run):
+                name = param.run.name or param.name
+                if name in declared:
+                    raise TypeError(f"pipeline parameter {name}: declared twice (by {spec.name} again)")
+                declared[name] = (param, param.run)
+            if param.run is not None:
+                takers.setdefault(param.run if isinstance(param.run, str) else param.run.name or param.name,
+                                  []).append((spec.name, param.name))
+    unknown = sorted(set(takers) - set(declared))
+    if unknown:
+        raise TypeError(f"pipeline parameters {unknown} are named by a spec but declared by none")
+    return tuple(_row(name, param, run, tuple(takers[name]), composed) for name, (param, run) in declared.items()) + (
+        Parameter("object_store_secret", str, "", {key: OBJECT_STORE_SECRET for key in composed},
+                  "The Secret whose keys become every step's object-store environment (AWS_*, S3_*)."),)
+
+
+def _row(name: str, param: Param, run: Run, takers: tuple, composed: dict[str, tuple[str, ...]]) -> Parameter:
+    default = param.default if run.default is REQUIRED else run.default
+    components = {component for component, _ in takers}
+    defaults = {key: OWN_DEFAULTS.get(key, {}).get(name, default) for key, steps in composed.items()
+                if components & set(steps) and key in ONLY.get(name, (key,))}
+    return Parameter(name, param.type, run.flag, defaults, run.description or param.description, run.help,
+                     run.choices, run.metavar, takers)
+
+
+def component_specs() -> tuple[ComponentSpec, ...]:
+    """Every component's spec, in the order the pipelines run them (plain Python: no kfp, no TensorFlow)."""
+    import importlib
+
+    return tuple(importlib.import_module(f"slipway.components.{name}.spec").SPEC for name in COMPONENTS)
+
+
+PARAMETERS = rows(component_specs())
 BY_NAME = {parameter.name: parameter for parameter in PARAMETERS}
 RUN_FLAGS = {parameter.name: parameter.flag for parameter in PARAMETERS if parameter.flag}  # for a step's errors
 
@@ -153,13 +130,19 @@ def _of(cls, pipeline_name: str, parameters: dict[str, Any]) -> Any:
     return cls(pipeline_name=pipeline_name, **parameters)
 
 
+def _given(self, component: str) -> dict[str, Any]:
+    """What the pipeline gives a component from its parameters, by the component's own parameter names (the rows'
+    takers): compose() passes these, and only the artifacts and the values it makes itself by hand."""
+    return {param: getattr(self, row.name) for row in PARAMETERS for taker, param in row.takers if taker == component}
+
+
 # Every input of compose(): the pipeline's name and every parameter of the table (KFP channels at compile time; a
 # parameter the pipeline does not take holds its absent value). One typed object instead of thirty keyword arguments.
 PipelineInputs = make_dataclass(
     "PipelineInputs",
     [("pipeline_name", str)] + [(p.name, Any, field(default_factory=functools.partial(copy.deepcopy, _absent(p))))
                                 for p in PARAMETERS],
-    frozen=True, namespace={"of": classmethod(_of), "__module__": __name__})
+    frozen=True, namespace={"of": classmethod(_of), "given": _given, "__module__": __name__})
 
 
 def signature(pipeline: str) -> inspect.Signature:

@@ -32,57 +32,33 @@ IMAGES = "slipway-images"
 
 
 def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
-    """The steps; with p.search_spec, a tune step between transform and train feeds the best parameters."""
+    """The steps; with p.search_spec, a tune step between transform and train feeds the best parameters. Each
+    component gets its artifacts and what compose makes here; its parameters come from the pipeline's (p.given)."""
 
     def pod(task, trainer: bool = False):
         return apply_kubernetes_options(task, p, options, trainer=trainer)
 
-    store = p.lineage_store
-    ingest_task = pod(IngestOp(data=p.data, label=p.label, key=p.key, splits=p.splits, data_format=p.data_format,
-                               image_size=p.image_size, task=p.task, split_column=p.split_column,
-                               lineage_store=store))
-    validate_task = pod(ValidateOp(
-        examples=ingest_task.outputs["examples"], schema_file=p.schema_file, allow_anomalies=p.allow_anomalies,
-        skew_thresholds=p.skew_thresholds, drift_thresholds=p.drift_thresholds,
-        beam_pipeline_args=p.beam_pipeline_args, lineage_store=store,
-    ))
+    ingest_task = pod(IngestOp(**p.given("ingest")))
+    validate_task = pod(ValidateOp(examples=ingest_task.outputs["examples"], **p.given("validate")))
     transform_task = pod(TransformOp(examples=ingest_task.outputs["examples"], schema=validate_task.outputs["schema"],
-                                     module_file=p.module_file, beam_pipeline_args=p.beam_pipeline_args,
-                                     lineage_store=store))
-    hyperparameters = p.hyperparameters
+                                     **p.given("transform")))
+    trained_on = {"transformed_examples": transform_task.outputs["transformed_examples"],
+                  "transform_graph": transform_task.outputs["transform_graph"],
+                  "trainer_image": TRAINER_IMAGE}  # pinned by digest in the compiled pipeline
+    train_arguments = p.given("train")
     if p.search_spec is not None:
-        tune_task = pod(TuneOp(
-            transformed_examples=transform_task.outputs["transformed_examples"],
-            transform_graph=transform_task.outputs["transform_graph"], module_file=p.module_file,
-            search_spec=p.search_spec, hyperparameters=p.hyperparameters,
-            trial_hyperparameters=p.trial_hyperparameters, backend=p.backend, cluster=p.cluster,
-            trainer_image=TRAINER_IMAGE, lineage_store=store,
-        ))
-        hyperparameters = tune_task.outputs["Output"]
-    train_task = pod(TrainOp(
-        transformed_examples=transform_task.outputs["transformed_examples"],
-        transform_graph=transform_task.outputs["transform_graph"], module_file=p.module_file,
-        hyperparameters=hyperparameters, workers=p.workers, checkpoint_dir=p.checkpoint_dir, backend=p.backend,
-        cluster=p.cluster, trainer_image=TRAINER_IMAGE,  # pinned by digest in the compiled pipeline
-        lineage_store=store,
-    ), trainer=True)
+        tune_task = pod(TuneOp(**trained_on, **p.given("tune")))
+        train_arguments["hyperparameters"] = tune_task.outputs["Output"]
+    train_task = pod(TrainOp(**trained_on, **train_arguments), trainer=True)
     # The lineage store changes with every run: never answer this from KFP's cache.
-    baseline_task = pod(ResolveBaselineOp(
-        pipeline_name=p.pipeline_name, baseline_model=p.baseline_model, model_registry=p.model_registry,
-        model_name=p.model_name, lineage_store=store,
-    ).set_caching_options(False))
+    baseline_task = pod(ResolveBaselineOp(pipeline_name=p.pipeline_name, **p.given("resolve_baseline"))
+                        .set_caching_options(False))
     baseline_task.after(train_task)  # resolved as late as possible: a run that finished meanwhile counts
-    evaluate_task = pod(EvaluateOp(
-        model=train_task.outputs["model"], examples=ingest_task.outputs["examples"], module_file=p.module_file,
-        settings=p.eval_settings, baseline_model=baseline_task.outputs["baseline_model"],
-        beam_pipeline_args=p.beam_pipeline_args, lineage_store=store,
-    ))
+    evaluate_task = pod(EvaluateOp(model=train_task.outputs["model"], examples=ingest_task.outputs["examples"],
+                                   baseline_model=baseline_task.outputs["baseline_model"], **p.given("evaluate")))
     pod(DeployOp(
         model=train_task.outputs["model"], blessing=evaluate_task.outputs["blessing"],
-        examples=ingest_task.outputs["examples"], model_name=p.model_name,
-        model_base=p.model_base, backend=p.deploy_backend, cluster=p.deploy_cluster, keep_serving=p.keep_serving,
-        port=p.serving_port, model_registry=p.model_registry, kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        lineage_store=store,
+        examples=ingest_task.outputs["examples"], kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, **p.given("deploy"),
     ).set_caching_options(False))  # a deployment is a side effect, never a cached result
 
 

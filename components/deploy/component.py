@@ -1,5 +1,5 @@
-"""The KFP interface of deploy: a blessed model pushed as a new version and served (KServe's server here,
-an InferenceService there)."""
+"""The KFP interface of deploy, written by `slipway compile` from spec.py (change that, then compile):
+its body hands the arguments to step.py."""
 
 from typing import NamedTuple
 

@@ -1,4 +1,5 @@
-"""The KFP interface of evaluate: TFMA metrics by slice, thresholds, and the blessing that gates deploy."""
+"""The KFP interface of evaluate, written by `slipway compile` from spec.py (change that, then compile):
+its body hands the arguments to step.py."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, ClassificationMetrics, Dataset, Input, Metrics, Model, Output

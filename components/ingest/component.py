@@ -1,4 +1,5 @@
-"""The KFP interface of ingest: CSV, Parquet, images or TFRecords in; TFRecord examples per split out."""
+"""The KFP interface of ingest, written by `slipway compile` from spec.py (change that, then compile):
+its body hands the arguments to step.py."""
 
 from kfp import dsl
 from kfp.dsl import Dataset, Output

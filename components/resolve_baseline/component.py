@@ -1,5 +1,5 @@
-"""The KFP interface of resolve_baseline: the model evaluate compares against, found in the lineage store (or in a
-model registry)."""
+"""The KFP interface of resolve_baseline, written by `slipway compile` from spec.py (change that, then compile):
+its body hands the arguments to step.py."""
 
 from typing import NamedTuple
 

@@ -1,5 +1,5 @@
-"""The KFP interface of train: the module's Keras model trained (Horovod ranks,
-or an MPIJob) and exported for serving."""
+"""The KFP interface of train, written by `slipway compile` from spec.py (change that, then compile):
+its body hands the arguments to step.py."""
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Model, Output

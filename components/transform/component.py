@@ -1,4 +1,5 @@
-"""The KFP interface of transform: TFT analyses train and transforms every split with the module's preprocessing_fn."""
+"""The KFP interface of transform, written by `slipway compile` from spec.py (change that, then compile):
+its body hands the arguments to step.py."""
 
 from kfp import dsl
 from kfp.dsl import Artifact, Dataset, Input, Output

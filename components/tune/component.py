@@ -1,5 +1,5 @@
-"""The KFP interface of tune: a hyper-parameter search, as local trials or a Katib Experiment;
-the best trial's parameters out."""
+"""The KFP interface of tune, written by `slipway compile` from spec.py (change that, then compile):
+its body hands the arguments to step.py."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Metrics, Output

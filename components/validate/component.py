@@ -1,4 +1,5 @@
-"""The KFP interface of validate: TFDV statistics, a schema and the anomalies, skew and drift against it."""
+"""The KFP interface of validate, written by `slipway compile` from spec.py (change that, then compile):
+its body hands the arguments to step.py."""
 
 from kfp import dsl
 from kfp.dsl import HTML, Artifact, Dataset, Input, Markdown, Output

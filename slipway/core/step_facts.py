@@ -43,3 +43,14 @@ def decoded(value: Any) -> Any:
         except json.JSONDecodeError:
             return value
     return value
+
+
+def recorded_output(record: Any, name: str) -> dict[str, Any]:
+    """A step record's output metadata (lineage's StepRecord, or None when the step did not run), with the values
+    lineage stored as JSON text decoded again; empty when there is no such output."""
+    if record is None:
+        return {}
+    for art in record.outputs:
+        if art.name == name:
+            return {key: decoded(value) for key, value in art.properties.items()}
+    return {}
