@@ -45,7 +45,7 @@ def train(root: Path, module: str, name: str, workers: int, hparams: dict, horov
 
     out = root / name
     if horovod and workers == 1:  # one rank under horovodrun: Horovod's own overhead without a peer
-        from slipway.core.trainer_command import TrainerCommand
+        from slipway.core.training.trainer_command import TrainerCommand
 
         command = TrainerCommand(str(root / "tx"), str(root / "graph"), module, str(out / "model"),
                                  str(out / "tb"), hyperparameters={**hparams, "seed": 42}, digest_dir=str(out / "d"))

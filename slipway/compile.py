@@ -46,8 +46,8 @@ def _component(name: str):
 
 def example_mpijob() -> str:
     """What the train component's kubernetes backend creates for 2 GPU workers on MinIO (object store)."""
-    from slipway.core import mpijob
-    from slipway.core.trainer_command import TrainerCommand
+    from slipway.core.training import mpijob
+    from slipway.core.training.trainer_command import TrainerCommand
 
     spec = mpijob.MPIJobSpec(
         name="taxi-train-example", namespace="kubeflow-user", workers=2,
@@ -64,7 +64,7 @@ def example_mpijob() -> str:
 def example_experiment() -> str:
     """What the tune component's kubernetes backend creates for the taxi search with single-process trials."""
     from slipway.components.tune import katib
-    from slipway.core import mpijob
+    from slipway.core.training import mpijob
 
     trial = katib.TrialSettings(
         **EXAMPLE_URIS, hyperparameters={"epochs": 2},

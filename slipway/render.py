@@ -109,7 +109,7 @@ def run_render(args: argparse.Namespace, out=None) -> int:
 
 def _common_args(args: argparse.Namespace, kind: str) -> tuple[dict, dict, object]:
     """Hyper-parameters, environment and storage, parsed and checked the same way for every kind."""
-    from slipway.core import mpijob
+    from slipway.core.training import mpijob
 
     if args.secret and args.pvc:
         raise SlipwayError(f"render {kind}: give either --secret (object store) or --pvc, not both")
@@ -137,8 +137,8 @@ def _common_args(args: argparse.Namespace, kind: str) -> tuple[dict, dict, objec
 
 
 def render_yaml_from_args(args: argparse.Namespace) -> str:
-    from slipway.core import mpijob
-    from slipway.core.trainer_command import TrainerCommand
+    from slipway.core.training import mpijob
+    from slipway.core.training.trainer_command import TrainerCommand
 
     hparams, env, storage = _common_args(args, "mpijob")
     spec = mpijob.MPIJobSpec(
@@ -168,7 +168,7 @@ def render_yaml_from_args(args: argparse.Namespace) -> str:
 
 def experiment_yaml_from_args(args: argparse.Namespace) -> str:
     from slipway.components.tune import katib
-    from slipway.core import mpijob
+    from slipway.core.training import mpijob
 
     hparams, env, storage = _common_args(args, "experiment")
     if not args.name and not args.run_id:

@@ -31,9 +31,10 @@ import slipway  # noqa: F401
 from slipway.components.deploy import inference_service as isvc
 from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, render_experiment
-from slipway.core import kube, launcher, mpijob, mpijob_checks, permissions
-from slipway.core.mpijob import MPIJobSpec, ObjectStore, Resources
-from slipway.core.trainer_command import TrainerCommand
+from slipway.core import kube, launcher, permissions
+from slipway.core.training import mpijob, mpijob_checks
+from slipway.core.training.mpijob import MPIJobSpec, ObjectStore, Resources
+from slipway.core.training.trainer_command import TrainerCommand
 
 pytestmark = pytest.mark.apiserver
 

@@ -21,8 +21,9 @@ import pytest
 from slipway.components.deploy import inference_service  # noqa: F401  (registers its rule: launcher.RULES)
 from slipway.components.tune import cluster as cluster_backend
 from slipway.components.tune import katib, katib_results
-from slipway.core import launcher, mpijob
+from slipway.core import launcher
 from slipway.core.testing_apiserver import service_account_username
+from slipway.core.training import mpijob
 
 pytestmark = pytest.mark.apiserver
 
@@ -35,7 +36,8 @@ import json, logging, sys
 from kubernetes import client as k8s, config
 from slipway.components.deploy import inference_service  # each kind registers its rule (launcher.RULES)
 from slipway.components.tune import katib
-from slipway.core import launcher, mpijob
+from slipway.core import launcher
+from slipway.core.training import mpijob
 from slipway.core.errors import SlipwayError
 from slipway.core.kube import KubeClient
 kubeconfig, user, body_file, reference_file, timeout_s, poll_s = sys.argv[1:7]

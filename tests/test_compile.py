@@ -136,7 +136,7 @@ def test_example_manifests_pass_the_upstream_schemas_and_admission_rules():
     import yaml
 
     from slipway.components.tune import katib_admission
-    from slipway.core import mpijob_checks
+    from slipway.core.training import mpijob_checks
 
     job = yaml.safe_load((ROOT / "manifests" / "mpijob-example.yaml").read_text())
     experiment = yaml.safe_load((ROOT / "manifests" / "katib-experiment-example.yaml").read_text())

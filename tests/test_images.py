@@ -23,7 +23,7 @@ import pytest
 
 from slipway.core.testing import free_port
 from slipway.core.testing_images import BASE_IMAGE, podman, slipway
-from slipway.core.trainer_command import TrainerCommand
+from slipway.core.training.trainer_command import TrainerCommand
 from slipway.images import ROOT
 
 pytestmark = pytest.mark.slow
@@ -233,7 +233,7 @@ def test_trainer_image_trains_in_the_mpi_operators_topology(in_image_run, built,
     """A launcher container and a worker container on loopback, as the MPI Operator makes them from the MPIJob
     slipway renders: the worker runs the rendered sshd command as uid 1000, the launcher the rendered mpirun
     command with a hostfile (here both ranks in the one worker: slotsPerWorker 2)."""
-    from slipway.core import mpijob
+    from slipway.core.training import mpijob
 
     workdir, summary, _ = in_image_run
     transform = summary["steps"]["transform"]["outputs"]

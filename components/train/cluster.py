@@ -11,7 +11,7 @@ import hashlib
 import math
 import os
 
-from slipway.core import launcher, mpijob, storage
+from slipway.core import launcher, storage
 from slipway.core.artifacts import read_json
 from slipway.core.cluster import (
     ClusterConfig,
@@ -21,7 +21,8 @@ from slipway.core.cluster import (
     storage_spec,
 )
 from slipway.core.errors import InfrastructureError
-from slipway.core.trainer_command import TrainerCommand
+from slipway.core.training import mpijob
+from slipway.core.training.trainer_command import TrainerCommand
 
 
 def job_identity(model_uri: str) -> str:

@@ -2,7 +2,7 @@
 
 The same command runs as a single process, under horovodrun/mpirun with N ranks on one machine, and in an
 MPIJob's launcher on a cluster; trainer.py decides from the environment whether Horovod is in charge. Every
-launcher builds the command line with slipway/core/trainer_command.py; build_parser() is its other half.
+launcher builds the command line with slipway/core/training/trainer_command.py; build_parser() is its other half.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import sys
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
 from slipway.core.errors import SlipwayError
-from slipway.core.trainer_command import ENTRY_POINT_MODULE
+from slipway.core.training.trainer_command import ENTRY_POINT_MODULE
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The entry point's flags: exactly those slipway.core.trainer_command.TrainerCommand produces."""
+    """The entry point's flags: exactly those slipway.core.training.trainer_command.TrainerCommand produces."""
     parser = argparse.ArgumentParser(prog=f"python -m {ENTRY_POINT_MODULE}", description=__doc__)
     parser.add_argument("--transformed-examples", required=True)
     parser.add_argument("--transform-graph", required=True)

@@ -29,7 +29,7 @@ from slipway.components.train.model_module import load_user_module, resolve_hype
 from slipway.core import lifecycle
 from slipway.core.artifacts import read_json, staged_output
 from slipway.core.errors import SlipwayError
-from slipway.core.trainer_command import TrainerCommand
+from slipway.core.training.trainer_command import TrainerCommand
 
 MODEL_META = "model_meta.json"
 LOG_TAIL_LINES = 30

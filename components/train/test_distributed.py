@@ -14,9 +14,9 @@ import pytest
 
 from slipway.components.train import distributed
 from slipway.components.train.executor import run
-from slipway.core import trainer_command
 from slipway.core.errors import SlipwayError
-from slipway.core.trainer_command import TrainerCommand
+from slipway.core.training import trainer_command
+from slipway.core.training.trainer_command import TrainerCommand
 
 ENTRY = "slipway.components.train.distributed"
 

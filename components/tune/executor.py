@@ -30,7 +30,7 @@ from slipway.core.cluster import (
 )
 from slipway.core.errors import SlipwayError, option_name
 from slipway.core.json_text import json_object
-from slipway.core.mpijob import Resources
+from slipway.core.training.mpijob import Resources
 
 RESULT_SCHEMA_VERSION = 1
 

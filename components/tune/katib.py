@@ -4,9 +4,9 @@ render_experiment() copies the search spec (components/tune/search_spec.py, Kati
 adds what Slipway owns:
 
 - trialTemplate: each trial runs `python -m slipway.components.train.distributed ... --hyperparameters '<JSON>'
-  --no-export` (built by slipway/core/trainer_command.py), as a batch/v1 Job (workers == 1, container "training")
-  or as an MPIJob (kubeflow.org/v2beta1, built by slipway/core/mpijob.render; primary pod = the launcher, container
-  "mpi-launcher"). The JSON holds the base hyperparameters with every tuned parameter as
+  --no-export` (built by slipway/core/training/trainer_command.py), as a batch/v1 Job (workers == 1, container
+  "training") or as an MPIJob (kubeflow.org/v2beta1, built by slipway.core.training.mpijob.render; primary pod = the
+  launcher, container "mpi-launcher"). The JSON holds the base hyperparameters with every tuned parameter as
   ${trialParameters.<name>}: numbers unquoted, categorical values quoted, so Katib's textual substitution yields
   valid JSON. Every trial parameter is declared and used.
 - The primary container's command is `sh -c '<the command line>'`: Katib's StdOut collector re-joins command and
@@ -42,11 +42,12 @@ from typing import Any
 import slipway  # noqa: F401  (environment defaults first)
 from slipway.components.tune import search_spec as tune_spec
 from slipway.components.tune.katib_admission import MAX_NAME_LENGTH, NAME_PATTERN, admission_errors
-from slipway.core import launcher, mpijob
+from slipway.core import launcher
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
-from slipway.core.mpijob import ObjectStore, Pvc, Resources
-from slipway.core.trainer_command import TrainerCommand
+from slipway.core.training import mpijob
+from slipway.core.training.mpijob import ObjectStore, Pvc, Resources
+from slipway.core.training.trainer_command import TrainerCommand
 
 # Katib v1beta1 Experiment: Succeeded / Failed conditions; the log worth showing is the best trial's, which the
 # Katib adapter will fetch itself (no single primary pod).

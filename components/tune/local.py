@@ -61,7 +61,7 @@ from slipway.components.tune.local_algorithms import (
 from slipway.components.tune.local_trial import Trial, finite_or_none
 from slipway.core import lifecycle, progress
 from slipway.core.errors import SlipwayError
-from slipway.core.trainer_command import TrainerCommand
+from slipway.core.training.trainer_command import TrainerCommand
 
 POLL_S = 0.05
 

@@ -17,10 +17,11 @@ from slipway.components.tune import cluster as cluster_backend
 from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, render_experiment
 from slipway.components.tune.katib_admission import admission_errors
-from slipway.core import launcher, mpijob, mpijob_checks, upstream
+from slipway.core import launcher, upstream
 from slipway.core.errors import SlipwayError
-from slipway.core.mpijob import ObjectStore, Pvc
 from slipway.core.testing_launcher import FakeApiServer
+from slipway.core.training import mpijob, mpijob_checks
+from slipway.core.training.mpijob import ObjectStore, Pvc
 from slipway.render import add_render_parser, crd_validator, run_render
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 import slipway  # noqa: F401
 from slipway.components.deploy import inference_service
 from slipway.components.tune import katib
-from slipway.core import kube, launcher, mpijob, upstream
+from slipway.core import kube, launcher, upstream
 from slipway.core.errors import (
     EXIT_INFRASTRUCTURE_ERROR,
     EXIT_USER_ERROR,
@@ -35,6 +35,7 @@ from slipway.core.errors import (
 )
 from slipway.core.launcher import Poll, ResourceRef, StatusMatch
 from slipway.core.testing_launcher import TESTDATA, FakeApiServer, api_error, status
+from slipway.core.training import mpijob
 
 KSERVE_INFERENCE_SERVICE = inference_service.KSERVE_INFERENCE_SERVICE
 MPIJOB = mpijob.MPIJOB

@@ -17,7 +17,7 @@ One state machine for every kind:
                it is someone's live endpoint). revert() does the same later (a smoke test failing after Ready).
 
 What is kind-specific is data: a TerminalRule (which conditions and status values mean success or failure, how to
-tell a status is fresh, where the primary pod's log is), defined beside its kind (slipway.core.mpijob,
+tell a status is fresh, where the primary pod's log is), defined beside its kind (slipway.core.training.mpijob,
 slipway.components.tune.katib, slipway.components.deploy.inference_service) and registered (rules.register). The
 Kubernetes calls sit behind ResourceClient (slipway/core/kube.py is the real one; tests use an in-memory fake that
 behaves like the API server).

@@ -1,7 +1,7 @@
 """What each kind means by "finished": a TerminalRule is data (which conditions and status values mean success or
 failure, how to tell a status describes our write, where the primary pod's log is). Each kind's rule lives beside
-the kind (slipway.core.mpijob, slipway.components.tune.katib, slipway.components.deploy.inference_service) and is
-registered here."""
+the kind (slipway.core.training.mpijob, slipway.components.tune.katib, slipway.components.deploy.inference_service)
+and is registered here."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Render distributed training as an MPIJob (kubeflow.org/v2beta1, mpi-operator v0.8+) from one spec.
 
 The launcher pod runs `mpirun ... python -m slipway.components.train.distributed ARGS` as uid 1000 (ARGS: the
-spec's trainer_args, TrainerCommand(...).args() of slipway/core/trainer_command.py); the worker pods run sshd on
-port 2222 for it (images/trainer/Dockerfile, images/trainer/README.md). Object-store credentials reach the pods
+spec's trainer_args, TrainerCommand(...).args() of slipway/core/training/trainer_command.py); the worker pods run
+sshd on port 2222 for it (images/trainer/Dockerfile, images/trainer/README.md). Object-store credentials reach the pods
 only as secretKeyRef environment variables, never as values.
 
 validate() checks the spec by the rules mpijob_checks.py mirrors from Kubernetes and mpi-operator; render() checks
@@ -21,15 +21,16 @@ from slipway.core import launcher
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
 from slipway.core.launcher import owner_labels
-from slipway.core.mpijob_checks import (
+from slipway.core.training.mpijob_checks import (
     CLEAN_POD_POLICIES,
     DNS1035,
     DNS1123,
     ENV_NAME,
+    Resources,
     operator_errors,
     resource_quantities,
 )
-from slipway.core.trainer_command import entry_point
+from slipway.core.training.trainer_command import entry_point
 
 # mpi-operator v2beta1 sets Created, Running, Restarting, Suspended, Succeeded and Failed; only the last two end a job.
 MPIJOB = launcher.register(launcher.TerminalRule(
@@ -39,7 +40,7 @@ MPIJOB = launcher.register(launcher.TerminalRule(
     primary="launcher",
 ))
 API_VERSION = f"{MPIJOB.group}/{MPIJOB.version}"
-ENTRY_POINT = tuple(entry_point("python"))  # the trainer in the pods (slipway/core/trainer_command.py)
+ENTRY_POINT = tuple(entry_point("python"))  # the trainer in the pods (slipway/core/training/trainer_command.py)
 USER_ID = 1000
 HOME = "/home/slipway"
 SSH_AUTH_MOUNT_PATH = f"{HOME}/.ssh"
@@ -49,15 +50,6 @@ LAUNCHER_CONTAINER = "mpi-launcher"
 WORKER_CONTAINER = "mpi-worker"
 CREDENTIAL_VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 ALWAYS_ENV = {"TF_USE_LEGACY_KERAS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-@dataclass(frozen=True)
-class Resources:
-    """Requests = limits (Guaranteed QoS when cpu and memory are set). gpus -> nvidia.com/gpu."""
-
-    cpu: str | int | float | None = None
-    memory: str | None = None
-    gpus: int = 0
 
 
 @dataclass(frozen=True)

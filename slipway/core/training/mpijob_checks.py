@@ -1,19 +1,18 @@
 """What Kubernetes and mpi-operator accept of an MPIJob, mirrored here so that mpijob.render fails in one line
 on what the API server or the operator would refuse, before anything reaches the cluster: the name patterns,
 resource quantities, the cleanPodPolicy values, and operator_errors, the operator's own validation beyond the CRD
-schema. It knows nothing of the spec's classes, so mpijob.py, which renders the object, builds on it.
+schema. Of the spec's classes it holds only Resources (a container's requests and limits, which it checks), so
+mpijob.py, which renders the object, builds on it and this module imports nothing of mpijob.py.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from slipway.core.errors import SlipwayError
-
-if TYPE_CHECKING:  # for the annotation only: mpijob.py imports this module
-    from slipway.core.mpijob import Resources
 
 CLEAN_POD_POLICIES = ("None", "Running", "All")
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -22,6 +21,15 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NUMBER = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
 # Kubernetes resource.Quantity (the pattern the CRD carries for int-or-string quantities)
 QUANTITY = re.compile(rf"^(\+|-)?{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?$")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Requests = limits (Guaranteed QoS when cpu and memory are set). gpus -> nvidia.com/gpu."""
+
+    cpu: str | int | float | None = None
+    memory: str | None = None
+    gpus: int = 0
 
 
 def _quantity(role: str, what: str, value: Any) -> str:

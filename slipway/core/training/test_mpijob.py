@@ -11,10 +11,11 @@ import pytest
 import yaml
 
 import slipway  # noqa: F401
-from slipway.core import launcher, mpijob, mpijob_checks, upstream
+from slipway.core import launcher, upstream
 from slipway.core.errors import SlipwayError
-from slipway.core.mpijob import MPIJobSpec, ObjectStore, Pvc, Resources, RunPolicy
-from slipway.core.trainer_command import TrainerCommand
+from slipway.core.training import mpijob, mpijob_checks
+from slipway.core.training.mpijob import MPIJobSpec, ObjectStore, Pvc, Resources, RunPolicy
+from slipway.core.training.trainer_command import TrainerCommand
 from slipway.render import add_render_parser, crd_validator, run_render
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
