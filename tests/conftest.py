@@ -58,7 +58,7 @@ def taxi_run(quickstart) -> tuple[Path, dict]:
 # --- the apiserver tier (tests/test_apiserver.py) ----------------------------------------------------------------
 
 PROFILE_NAMESPACE = "kubeflow-user-example-com"  # manifests/overlays/kubeflow-profile's namespace
-APISERVER_CRDS = {  # CRD name: its schema in slipway.core.upstream
+APISERVER_CRDS = {  # CRD name: its schema in slipway.core.kube.upstream
     "mpijobs.kubeflow.org": "mpijob-crd",
     "experiments.kubeflow.org": "katib-experiment-crd",
     "trials.kubeflow.org": "katib-trial-crd",
@@ -91,7 +91,8 @@ def apiserver():
     are built and cached first if this machine has none) with the MPIJob, Katib and KServe CRDs Established, and
     the namespace kubeflow-user-example-com holding manifests/overlays/kubeflow-profile (ServiceAccount, Role,
     RoleBinding, Secret). Tests share it: they use unique object names and delete what they create."""
-    from slipway.core import testing_apiserver, upstream
+    from slipway.core import testing_apiserver
+    from slipway.core.kube import upstream
 
     crds = [upstream.path(name) for name in APISERVER_CRDS.values()]
     with testing_apiserver.running() as server:

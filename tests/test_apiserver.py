@@ -2,8 +2,8 @@
 session fixture `apiserver` in tests/conftest.py; the single-node cluster's binaries, built once and cached).
 
 - RBAC on the real authorizer: the manifests/overlays/kubeflow-profile Role lets the pipeline's ServiceAccount
-  make every call in slipway.core.permissions.LAUNCHER_RULES and denies neighbouring ones; the launchers' own
-  client (slipway.core.kube.KubeClient) does its calls as that account.
+  make every call in slipway.core.kube.permissions.LAUNCHER_RULES and denies neighbouring ones; the launchers' own
+  client (slipway.core.kube.client.KubeClient) does its calls as that account.
 - Server-side validation: what the renderers produce (an MPIJob; Katib Experiments with Job and MPIJob trials, and
   the trial objects Katib would create from them; InferenceServices in both modes, a spec.canary among them) is
   accepted by a real create under the CRD schemas and the built-in validation, and read back with no field pruned;
@@ -31,7 +31,8 @@ import slipway  # noqa: F401
 from slipway.components.deploy import inference_service as isvc
 from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, render_experiment
-from slipway.core import kube, launcher, permissions
+from slipway.core.kube import client as kube
+from slipway.core.kube import launcher, permissions
 from slipway.core.training import mpijob, mpijob_checks
 from slipway.core.training.mpijob import MPIJobSpec, ObjectStore, Resources
 from slipway.core.training.trainer_command import TrainerCommand

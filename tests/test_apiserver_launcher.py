@@ -21,7 +21,7 @@ import pytest
 from slipway.components.deploy import inference_service  # noqa: F401  (registers its rule: launcher.RULES)
 from slipway.components.tune import cluster as cluster_backend
 from slipway.components.tune import katib, katib_results
-from slipway.core import launcher
+from slipway.core.kube import launcher
 from slipway.core.testing_apiserver import service_account_username
 from slipway.core.training import mpijob
 
@@ -36,10 +36,10 @@ import json, logging, sys
 from kubernetes import client as k8s, config
 from slipway.components.deploy import inference_service  # each kind registers its rule (launcher.RULES)
 from slipway.components.tune import katib
-from slipway.core import launcher
+from slipway.core.kube import launcher
 from slipway.core.training import mpijob
 from slipway.core.errors import SlipwayError
-from slipway.core.kube import KubeClient
+from slipway.core.kube.client import KubeClient
 kubeconfig, user, body_file, reference_file, timeout_s, poll_s = sys.argv[1:7]
 api = config.new_client_from_config(config_file=kubeconfig)
 api.set_default_header("Impersonate-User", user)
@@ -247,7 +247,7 @@ def test_katib_search_on_the_server_returns_the_best_trial_and_every_trials_reco
     trials Katib would make listed by the same account (the Role's `list trials`), their records in the result."""
     from kubernetes import client as k8s
 
-    from slipway.core.kube import KubeClient
+    from slipway.core.kube.client import KubeClient
 
     name = unique("tune")
     sa_api = apiserver.service_account_client(NAMESPACE, SERVICE_ACCOUNT)

@@ -8,8 +8,8 @@ import pytest
 from kfp import components, dsl
 
 from slipway import compile as slipway_compile
-from slipway.core import upstream
 from slipway.core.images import RUNTIME_IMAGE
+from slipway.core.kube import upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.training import IMAGES, TABULAR_TUNED
-from slipway.core.launcher import TASK_LABEL
+from slipway.core.kube.launcher import TASK_LABEL
 from slipway.core.testing_kfp_cluster import NAMESPACE, TAXI_PARAMS, Kfp, final_state, kfp_records, step_log
 from slipway.delivery.commands import FINAL_STATES
 

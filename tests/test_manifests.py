@@ -1,5 +1,5 @@
 """manifests/ as kustomize renders it: the base's Role is exactly the launchers' permission contract
-(slipway.core.permissions), the Secret carries KServe's S3 annotations and never a value, the overlays put every
+(slipway.core.kube.permissions), the Secret carries KServe's S3 annotations and never a value, the overlays put every
 object in the profile namespace, and every object passes Kubernetes 1.32's own schemas (kubernetes-validate,
 --strict: unknown fields are errors); the validator is shown to reject broken copies.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slipway.core import permissions, upstream
+from slipway.core.kube import permissions, upstream
 from slipway.pipelines.settings import OBJECT_STORE_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]

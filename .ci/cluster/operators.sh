@@ -30,7 +30,7 @@ operator_binaries() {
 }
 
 upstream_file() {  # upstream_file NAME: a CRD at the version manifests/upstream/go.mod locks
-    "$PYTHON" -m slipway.core.upstream --path "$1" || die "no $1 (python -m slipway.core.upstream)"
+    "$PYTHON" -m slipway.core.kube.upstream --path "$1" || die "no $1 (python -m slipway.core.kube.upstream)"
 }
 
 start_operators() {

@@ -11,7 +11,7 @@ import os
 import time
 
 from slipway.components.deploy import inference_service, smoke
-from slipway.core import launcher
+from slipway.core.kube import launcher
 from slipway.serving import layout
 
 SMOKE_RETRY_SECONDS = 1.0
@@ -22,7 +22,7 @@ def deploy(name: str, model_base: str, push_base: str, version: int, model_dir: 
            poll: launcher.Poll | None = None) -> dict:
     """Serve `version` of model_base as InferenceService `name`; the deployment record's fields."""
     if client is None:
-        from slipway.core.kube import KubeClient
+        from slipway.core.kube.client import KubeClient
 
         client = KubeClient()
     namespace = inference_service.namespace(settings)

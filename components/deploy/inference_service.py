@@ -43,9 +43,9 @@ from typing import Any
 
 import yaml
 
-from slipway.core import launcher
-from slipway.core.cluster import load_settings_object, own_namespace
 from slipway.core.errors import SlipwayError
+from slipway.core.kube import launcher
+from slipway.core.kube.cluster import load_settings_object, own_namespace
 from slipway.core.settings_object import settings_from
 
 # KServe v1beta1 InferenceService (v0.20, pkg/apis/serving/v1beta1/inference_service_status.go): Ready aggregates

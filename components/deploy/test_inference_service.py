@@ -18,9 +18,9 @@ import yaml
 import slipway  # noqa: F401
 from slipway.components.deploy import inference_service as isvc
 from slipway.components.deploy.inference_service import ServingSettings, parse_settings
-from slipway.core import cluster, launcher, upstream
 from slipway.core.errors import SlipwayError
-from slipway.core.test_launcher import PodKilled, isvc_status
+from slipway.core.kube import cluster, launcher, upstream
+from slipway.core.kube.launcher.test_launcher import PodKilled, isvc_status
 from slipway.core.testing_launcher import FakeApiServer
 from slipway.render import add_render_parser, crd_validator, run_render
 

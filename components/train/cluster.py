@@ -1,7 +1,7 @@
 """The train component's kubernetes backend: the same trainer as an MPIJob, created and watched by the shared
-restart-safe launcher (slipway/core/launcher/), its model copied into the step's Output[Model].
+restart-safe launcher (slipway/core/kube/launcher/), its model copied into the step's Output[Model].
 
-Settings: slipway/core/cluster.py (the component's `cluster` JSON). With a PVC the inputs are copied onto the
+Settings: slipway/core/kube/cluster.py (the component's `cluster` JSON). With a PVC the inputs are copied onto the
 claim first and the model copied back after; with the object store the MPIJob reads KFP's artifact URIs.
 """
 
@@ -11,16 +11,17 @@ import hashlib
 import math
 import os
 
-from slipway.core import launcher, storage
+from slipway.core import storage
 from slipway.core.artifacts import read_json
-from slipway.core.cluster import (
+from slipway.core.errors import InfrastructureError
+from slipway.core.kube import launcher
+from slipway.core.kube.cluster import (
     ClusterConfig,
     copy_inputs_to_claim,
     gfile_uri,
     own_namespace,
     storage_spec,
 )
-from slipway.core.errors import InfrastructureError
 from slipway.core.training import mpijob
 from slipway.core.training.trainer_command import TrainerCommand
 
@@ -84,7 +85,7 @@ def run(
                           checkpoint_dir or f"{work}/checkpoints", hparams, digest_dir=weights_at).args()
     body = mpijob.render(build_spec(config, workers, identity, args))
     if client is None:
-        from slipway.core.kube import KubeClient
+        from slipway.core.kube.client import KubeClient
 
         client = KubeClient()
     reference = reference_file or os.path.join(os.path.dirname(model.path) or ".",

@@ -46,7 +46,7 @@ def run_on(backend: str, transformed_examples, transform_graph, module_file: str
                    hyperparameters, workers=workers, checkpoint_dir=checkpoint_dir)
     if backend == "kubernetes":
         from slipway.components.train import cluster as cluster_backend
-        from slipway.core.cluster import parse_config
+        from slipway.core.kube.cluster import parse_config
 
         hparams = resolve_hyperparameters(load_user_module(module_file), hyperparameters)
         config = parse_config(cluster, default_image=trainer_image)

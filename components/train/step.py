@@ -12,7 +12,7 @@ from slipway.core.step_facts import metrics_text
 def run(arguments: dict[str, Any]) -> None:
     """Train on the chosen backend (executor.run_on) and record the model."""
     from slipway.components.train import executor
-    from slipway.core.launcher import remote_job_reference
+    from slipway.core.kube.launcher import remote_job_reference
 
     a = arguments
     # the trainer image is where the step runs, not what it computes: not a lineage parameter

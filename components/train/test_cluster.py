@@ -11,12 +11,13 @@ from types import SimpleNamespace
 import pytest
 
 from slipway.components.train import cluster, distributed
-from slipway.core import launcher, upstream
-from slipway.core.cluster import gfile_uri, parse_config
 from slipway.core.errors import SlipwayError
+from slipway.core.kube import launcher, upstream
+from slipway.core.kube.cluster import gfile_uri, parse_config
+from slipway.core.testing_launcher import TESTDATA
 from slipway.render import crd_validator
 
-STATUS = Path(launcher.__file__).parents[1] / "testdata" / "mpijob_succeeded.json"  # slipway/core/testdata
+STATUS = TESTDATA / "mpijob_succeeded.json"
 
 
 class ExecutingApiServer:

@@ -1,5 +1,5 @@
 """The tune step's kubernetes backend run: the Experiment created (or re-attached to) through the shared
-restart-safe launcher (slipway/core/launcher/, with katib.KATIB_EXPERIMENT: Succeeded / Failed conditions), waited
+restart-safe launcher (slipway/core/kube/launcher/, with katib.KATIB_EXPERIMENT: Succeeded / Failed conditions), waited
 for, and its final status turned into the SDK-independent result (katib_results.py)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 from slipway.components.tune import search_spec as tune_spec
 from slipway.components.tune.katib import KATIB_EXPERIMENT, TrialSettings, render_experiment
 from slipway.components.tune.katib_results import best_result, explain_failure, trial_records
-from slipway.core import launcher
 from slipway.core.errors import SlipwayError
+from slipway.core.kube import launcher
 
 
 class _Recording:
@@ -59,7 +59,7 @@ def run_on_cluster(
     search = tune_spec.load_spec(spec)
     body = render_experiment(search, name, namespace, trial)
     if client is None:
-        from slipway.core.kube import KubeClient
+        from slipway.core.kube.client import KubeClient
 
         client = KubeClient()
     recording = _Recording(client)

@@ -20,7 +20,9 @@ from slipway.components.tune import katib, local, report
 from slipway.components.tune.search_spec import load_spec
 from slipway.core import storage
 from slipway.core.artifacts import atomic_write_text
-from slipway.core.cluster import (
+from slipway.core.errors import SlipwayError, option_name
+from slipway.core.json_text import json_object
+from slipway.core.kube.cluster import (
     ClusterConfig,
     copy_inputs_to_claim,
     gfile_uri,
@@ -28,8 +30,6 @@ from slipway.core.cluster import (
     parse_config,
     storage_spec,
 )
-from slipway.core.errors import SlipwayError, option_name
-from slipway.core.json_text import json_object
 from slipway.core.training.mpijob import Resources
 
 RESULT_SCHEMA_VERSION = 1

@@ -25,7 +25,7 @@ Cluster prerequisites: Katib v0.16+; for MPIJob trials the Katib controller must
 (add it to katib-config's trialResources; the default list names only the Training Operator's MPIJob.v1).
 
 run_on_cluster() (cluster.py) creates (or re-attaches to) the Experiment through the shared restart-safe
-launcher (slipway/core/launcher/, with the rule KATIB_EXPERIMENT below: Succeeded / Failed conditions) and turns
+launcher (slipway/core/kube/launcher/, with the rule KATIB_EXPERIMENT below: Succeeded / Failed conditions) and turns
 the final status into the SDK-independent result (katib_results.py). admission_errors() (katib_admission.py)
 mirrors Katib's admission webhook; render_experiment() runs it on every Experiment it renders.
 """
@@ -42,9 +42,9 @@ from typing import Any
 import slipway  # noqa: F401  (environment defaults first)
 from slipway.components.tune import search_spec as tune_spec
 from slipway.components.tune.katib_admission import MAX_NAME_LENGTH, NAME_PATTERN, admission_errors
-from slipway.core import launcher
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
+from slipway.core.kube import launcher
 from slipway.core.training import mpijob
 from slipway.core.training.mpijob import ObjectStore, Pvc, Resources
 from slipway.core.training.trainer_command import TrainerCommand

@@ -12,7 +12,7 @@ from typing import Any
 
 from slipway.components.tune import search_spec as tune_spec
 from slipway.components.tune.katib import KATIB_EXPERIMENT, fail
-from slipway.core import launcher
+from slipway.core.kube import launcher
 
 TRIAL_STATES = ("Succeeded", "EarlyStopped", "MetricsUnavailable", "Failed", "Killed", "Running", "Created")
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # Katib labels each Trial with its Experiment's name
@@ -27,7 +27,7 @@ def trial_records(search: Mapping[str, Any], client: Any, namespace: str, name: 
         trials = client.list(KATIB_EXPERIMENT.group, KATIB_EXPERIMENT.version, "trials",
                              namespace, {EXPERIMENT_LABEL: name})
     except Exception as exc:  # the search succeeded; its table is a nicety, never a reason to fail the step
-        from slipway.core.launcher import describe_api_error
+        from slipway.core.kube.launcher import describe_api_error
 
         print(f"tune: could not list the trials of {namespace}/{name}: {describe_api_error(exc)}", flush=True)
         return []

@@ -20,7 +20,7 @@ def run(arguments: dict[str, Any]) -> str:
     """Search (executor.run) and record the best trial; returns its hyper-parameters as JSON for train."""
     from slipway.components.tune import executor
     from slipway.components.tune import report as tune_report
-    from slipway.core.launcher import remote_job_reference
+    from slipway.core.kube.launcher import remote_job_reference
 
     a = arguments
     best, report = a["best_hyperparameters"], a["report"]

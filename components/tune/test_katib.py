@@ -17,14 +17,14 @@ from slipway.components.tune import cluster as cluster_backend
 from slipway.components.tune import katib
 from slipway.components.tune.katib import TrialSettings, render_experiment
 from slipway.components.tune.katib_admission import admission_errors
-from slipway.core import launcher, upstream
 from slipway.core.errors import SlipwayError
+from slipway.core.kube import launcher, upstream
 from slipway.core.testing_launcher import FakeApiServer
 from slipway.core.training import mpijob, mpijob_checks
 from slipway.core.training.mpijob import ObjectStore, Pvc
 from slipway.render import add_render_parser, crd_validator, run_render
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 SPEC = {
     "objective": {"type": "maximize", "goal": 0.95, "objectiveMetricName": "val_accuracy",

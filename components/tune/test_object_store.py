@@ -19,7 +19,8 @@ import pytest
 from slipway.components.tune import cluster as cluster_backend
 from slipway.components.tune import executor, katib, katib_results
 from slipway.components.tune import search_spec as tune_spec
-from slipway.core import kube, storage
+from slipway.core import storage
+from slipway.core.kube import client as kube
 from slipway.core.testing import environment
 from slipway.core.training import mpijob
 

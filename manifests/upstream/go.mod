@@ -1,6 +1,6 @@
 // The upstream Kubeflow modules whose API schemas Slipway's objects are checked against, at the versions the
 // project targets: the one place those versions are named. Nothing is built from this module; `go mod download`
-// fetches each module's zip into the Go module cache, checked against go.sum, and slipway/core/upstream.py reads
+// fetches each module's zip into the Go module cache, checked against go.sum, and slipway/core/kube/upstream.py reads
 // the CRDs and API documents from there (README.md beside this file). Build modules elsewhere in the project
 // (.ci/cluster) that require one of these modules must require the same version (tests/test_upstream.py).
 module slipway.local/upstream

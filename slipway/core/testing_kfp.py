@@ -4,7 +4,7 @@
 runs, with in-memory state: pipelines (per namespace), versions storing the uploaded YAML, experiments, runs whose
 state advances one step per read after the first (`run_states`, `run_error`), recurring runs, and healthz. Every
 request's query parameters and body, and every response body, is checked against the swagger document of the KFP
-release manifests/upstream/go.mod locks (2.14.3, read through slipway.core.upstream); a request that does not
+release manifests/upstream/go.mod locks (2.14.3, read through slipway.core.kube.upstream); a request that does not
 match is answered 400 and recorded, and the context manager raises the recorded violations on exit, so a test
 cannot pass on a malformed call.
 
@@ -39,7 +39,7 @@ from urllib.parse import parse_qs, urlsplit
 import jsonschema
 import yaml
 
-from slipway.core import upstream
+from slipway.core.kube import upstream
 
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 INT64 = r"^-?[0-9]+$"

@@ -1,7 +1,8 @@
-"""The in-memory Kubernetes API server the launcher's tests and its kinds' tests share (slipway/core/test_launcher.py,
-components/tune/test_katib.py, components/deploy/test_inference_service.py): one namespaced custom resource, with
-the API's answers (404, 409 AlreadyExists and Conflict, resourceVersion and generation, the status subresource) and
-a controller that moves the status between reads."""
+"""The in-memory Kubernetes API server the launcher's tests and its kinds' tests share
+(slipway/core/kube/launcher/test_launcher.py, components/tune/test_katib.py and
+components/deploy/test_inference_service.py): one namespaced custom resource, with the API's answers (404, 409
+AlreadyExists and Conflict, resourceVersion and generation, the status subresource) and a controller that moves the
+status between reads."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 
-from slipway.core.launcher import ResourceRef
+from slipway.core.kube.launcher import ResourceRef
 
 TESTDATA = Path(__file__).parent / "testdata"
 

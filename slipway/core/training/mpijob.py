@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import slipway  # noqa: F401  (environment defaults first)
-from slipway.core import launcher
 from slipway.core.errors import SlipwayError
 from slipway.core.images import TRAINER_IMAGE
-from slipway.core.launcher import owner_labels
+from slipway.core.kube import launcher
+from slipway.core.kube.launcher import owner_labels
 from slipway.core.training.mpijob_checks import (
     CLEAN_POD_POLICIES,
     DNS1035,

@@ -11,14 +11,14 @@ import pytest
 import yaml
 
 import slipway  # noqa: F401
-from slipway.core import launcher, upstream
 from slipway.core.errors import SlipwayError
+from slipway.core.kube import launcher, upstream
 from slipway.core.training import mpijob, mpijob_checks
 from slipway.core.training.mpijob import MPIJobSpec, ObjectStore, Pvc, Resources, RunPolicy
 from slipway.core.training.trainer_command import TrainerCommand
 from slipway.render import add_render_parser, crd_validator, run_render
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 ARGS = TrainerCommand(
@@ -316,7 +316,7 @@ def test_bad_placement_is_a_one_line_error(overrides, message):
 
 def test_the_cluster_settings_carry_placement_to_the_mpijob():
     from slipway.components.train.cluster import build_spec
-    from slipway.core.cluster import parse_config
+    from slipway.core.kube.cluster import parse_config
 
     config = parse_config({"namespace": "ml", "secret": "s", "gpus": 1, "timeout_s": 7200,
                            "node_selector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Exists"}]})

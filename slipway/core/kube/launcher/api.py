@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from slipway.core.errors import InfrastructureError, PermissionDenied
-from slipway.core.launcher.naming import ResourceRef
+from slipway.core.kube.launcher.naming import ResourceRef
 
 log = logging.getLogger("slipway.launcher")
 
 # HTTP statuses worth retrying: throttled, and the server or a proxy in front of it having a bad moment.
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
 # Cleanup after SIGTERM must end inside Kubernetes' default 30 s grace period: a delete gets this many tries, each
-# bounded by the client's request timeout (slipway.core.kube.REQUEST_TIMEOUT_S), one second apart.
+# bounded by the client's request timeout (slipway.core.kube.client.REQUEST_TIMEOUT_S), one second apart.
 CLEANUP_ATTEMPTS = 2
 
 

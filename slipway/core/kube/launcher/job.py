@@ -15,8 +15,8 @@ from typing import Any
 
 from slipway.core import lifecycle
 from slipway.core.errors import InfrastructureError, SlipwayError
-from slipway.core.launcher.api import Api, Poll, ResourceClient, api_status, describe_api_error
-from slipway.core.launcher.changes import (
+from slipway.core.kube.launcher.api import Api, Poll, ResourceClient, api_status, describe_api_error
+from slipway.core.kube.launcher.changes import (
     MAX_CONFLICT_RETRIES,
     body_hash,
     delete_quietly,
@@ -32,9 +32,17 @@ from slipway.core.launcher.changes import (
     still_ours,
     undo_change,
 )
-from slipway.core.launcher.naming import MANAGED_BY, MANAGED_BY_LABEL, ResourceRef
-from slipway.core.launcher.reference import CREATED, CREATING, UPDATED, UPDATING, Applied, read_applied, write_reference
-from slipway.core.launcher.rules import SUCCEEDED, TerminalRule, last_condition, status_value
+from slipway.core.kube.launcher.naming import MANAGED_BY, MANAGED_BY_LABEL, ResourceRef
+from slipway.core.kube.launcher.reference import (
+    CREATED,
+    CREATING,
+    UPDATED,
+    UPDATING,
+    Applied,
+    read_applied,
+    write_reference,
+)
+from slipway.core.kube.launcher.rules import SUCCEEDED, TerminalRule, last_condition, status_value
 
 log = logging.getLogger("slipway.launcher")
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from slipway.core.errors import SlipwayError
-from slipway.core.launcher.api import Api, Poll, ResourceClient, api_status, describe_api_error
-from slipway.core.launcher.naming import OWNER_LABELS, ResourceRef
-from slipway.core.launcher.reference import CREATED, CREATING, REVERTED, Applied, read_applied, write_reference
+from slipway.core.kube.launcher.api import Api, Poll, ResourceClient, api_status, describe_api_error
+from slipway.core.kube.launcher.naming import OWNER_LABELS, ResourceRef
+from slipway.core.kube.launcher.reference import CREATED, CREATING, REVERTED, Applied, read_applied, write_reference
 
 log = logging.getLogger("slipway.launcher")
 

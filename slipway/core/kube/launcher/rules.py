@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slipway.core.errors import SlipwayError
-from slipway.core.launcher.naming import ResourceRef
-from slipway.core.launcher.reference import UPDATED, Applied
+from slipway.core.kube.launcher.naming import ResourceRef
+from slipway.core.kube.launcher.reference import UPDATED, Applied
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"

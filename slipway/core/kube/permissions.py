@@ -1,6 +1,6 @@
 """The Kubernetes permissions Slipway's launchers need in a namespace: the contract for RBAC.
 
-These are the Kubernetes calls the launchers make (slipway/core/kube.py KubeClient): get, create, update (PUT,
+These are the Kubernetes calls the launchers make (slipway/core/kube/client.py KubeClient): get, create, update (PUT,
 for an InferenceService rollout) and delete on the custom objects they own (MPIJob, Katib Experiment, KServe
 InferenceService); list pods and get pods/log for the log tail a failure report carries; list trials for Katib's
 per-trial results. Nothing else: no watch, no patch, no access to Secrets (credentials reach pods only as

@@ -1,6 +1,6 @@
 """The real ResourceClient: namespaced custom objects and pod logs through the official kubernetes client.
 
-Thin on purpose (the launcher's decisions live in slipway/core/launcher/ and are tested in test_launcher.py); only
+Thin on purpose (the launcher's decisions live in slipway/core/kube/launcher/ and are tested in test_launcher.py); only
 the pure helpers below are testable without a cluster. Errors propagate as kubernetes.client.exceptions.ApiException
 or urllib3 errors, which the launcher classifies (transient or not).
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 import slipway  # noqa: F401  (environment defaults first)
 from slipway.core.errors import SlipwayError
-from slipway.core.launcher import RULES, ResourceRef
+from slipway.core.kube.launcher import RULES, ResourceRef
 
 FIELD_MANAGER = "slipway"  # who wrote a field, in the object's managedFields
 # (connect, read) seconds for every API call: a hung connection must not outlive the step's own timeout or the

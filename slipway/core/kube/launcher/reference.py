@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from slipway.core.launcher.naming import ResourceRef
+from slipway.core.kube.launcher.naming import ResourceRef
 
 log = logging.getLogger("slipway.launcher")
 

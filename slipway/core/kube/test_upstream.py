@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from slipway.core import upstream
+from slipway.core.kube import upstream
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
@@ -87,7 +87,7 @@ def test_each_schema_is_the_locked_modules_file_prepared(name):
 
 
 def test_the_command_prints_one_schemas_file_for_scripts(capsys):
-    """`python -m slipway.core.upstream --path NAME`: how .ci/kfp-cluster finds the CRDs it installs."""
+    """`python -m slipway.core.kube.upstream --path NAME`: how .ci/kfp-cluster finds the CRDs it installs."""
     assert upstream.main(["--path", "mpijob-crd"]) == 0
     printed = Path(capsys.readouterr().out.strip())
     assert printed == upstream.path("mpijob-crd") and "name: mpijobs.kubeflow.org" in printed.read_text()

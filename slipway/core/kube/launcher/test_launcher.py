@@ -25,7 +25,6 @@ from kubernetes import client as k8s
 import slipway  # noqa: F401
 from slipway.components.deploy import inference_service
 from slipway.components.tune import katib
-from slipway.core import kube, launcher, upstream
 from slipway.core.errors import (
     EXIT_INFRASTRUCTURE_ERROR,
     EXIT_USER_ERROR,
@@ -33,7 +32,9 @@ from slipway.core.errors import (
     PermissionDenied,
     SlipwayError,
 )
-from slipway.core.launcher import Poll, ResourceRef, StatusMatch
+from slipway.core.kube import client as kube
+from slipway.core.kube import launcher, upstream
+from slipway.core.kube.launcher import Poll, ResourceRef, StatusMatch
 from slipway.core.testing_launcher import TESTDATA, FakeApiServer, api_error, status
 from slipway.core.training import mpijob
 

@@ -6,7 +6,7 @@ committed: `manifests/upstream/go.mod` names the upstream Go modules that carry 
 content; `go mod download` fetches each module into the Go module cache (checked against go.sum), and `prepare`
 writes the files the tests read into a cache folder keyed by the lock and this file:
 
-    python -m slipway.core.upstream            # prepare every schema (run by .ci/setup); prints the folder
+    python -m slipway.core.kube.upstream            # prepare every schema (run by .ci/setup); prints the folder
 
 The MPIJob CRD and Katib's document are written without their `description` keys (about 90% of the bytes; no
 validator reads them); the rest as they are (KServe generates its full CRD without descriptions already).
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LOCK = ROOT / "manifests" / "upstream"
 SHARED_CRDS = ROOT.parent / "shared" / "crds"  # beside the checkout (every developer's machine and CI)
 # Modules whose versions have no entry in the public checksum database (KFP's tags are not semver, so its version is
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     """Prepare every schema and print the cache folder; with --path NAME, print that one schema's file."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m slipway.core.upstream", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m slipway.core.kube.upstream", description=main.__doc__)
     parser.add_argument("--path", choices=sorted(SCHEMAS), help="print this schema's file")
     args = parser.parse_args(argv)
     try:

@@ -19,15 +19,15 @@ One state machine for every kind:
 What is kind-specific is data: a TerminalRule (which conditions and status values mean success or failure, how to
 tell a status is fresh, where the primary pod's log is), defined beside its kind (slipway.core.training.mpijob,
 slipway.components.tune.katib, slipway.components.deploy.inference_service) and registered (rules.register). The
-Kubernetes calls sit behind ResourceClient (slipway/core/kube.py is the real one; tests use an in-memory fake that
-behaves like the API server).
+Kubernetes calls sit behind ResourceClient (slipway/core/kube/client.py is the real one; tests use an in-memory
+fake that behaves like the API server).
 
 The package: naming (references, job names, owner labels), rules (TerminalRule and the registry), api (the client
 protocol, polling, API errors), reference (the reference file), changes (safe writes, rollback, log tails), job (the
 state machine: run). Callers use the names re-exported here: `from slipway.core import launcher; launcher.run(...)`.
 """
 
-from slipway.core.launcher.api import (
+from slipway.core.kube.launcher.api import (
     CLEANUP_ATTEMPTS,
     TRANSIENT_STATUSES,
     Api,
@@ -38,7 +38,7 @@ from slipway.core.launcher.api import (
     is_transient,
     permission_denied,
 )
-from slipway.core.launcher.changes import (
+from slipway.core.kube.launcher.changes import (
     LOG_TAIL_LINES,
     MAX_CONFLICT_RETRIES,
     dropped_fields,
@@ -46,8 +46,8 @@ from slipway.core.launcher.changes import (
     one_line_tail,
     revert,
 )
-from slipway.core.launcher.job import DELETE_POLICIES, ON_EXISTS, Interrupted, job_age_s, parse_timestamp, run
-from slipway.core.launcher.naming import (
+from slipway.core.kube.launcher.job import DELETE_POLICIES, ON_EXISTS, Interrupted, job_age_s, parse_timestamp, run
+from slipway.core.kube.launcher.naming import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     OWNER_LABELS,
@@ -59,7 +59,7 @@ from slipway.core.launcher.naming import (
     label_value,
     owner_labels,
 )
-from slipway.core.launcher.reference import (
+from slipway.core.kube.launcher.reference import (
     CREATED,
     CREATING,
     REVERTED,
@@ -71,7 +71,7 @@ from slipway.core.launcher.reference import (
     remote_job_reference,
     write_reference,
 )
-from slipway.core.launcher.rules import (
+from slipway.core.kube.launcher.rules import (
     FAILED,
     FRESHNESS,
     RULES,
