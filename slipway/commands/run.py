@@ -125,19 +125,19 @@ def command(args: argparse.Namespace) -> int:
     from slipway.commands.run_request import request_from
     from slipway.commands.run_summary import print_summary
     from slipway.core.errors import OPTION_NAMES_ENV
-    from slipway.local import warm_steps
+    from slipway.local import warm
     from slipway.local.runner import run_local
 
     previous = os.environ.get(OPTION_NAMES_ENV)
     with contextlib.ExitStack() as claim:  # the workdir is this run's until the summary (and --keep-serving) ends
         # The warm step process imports TensorFlow and the TFX libraries while the flags and the module are checked.
-        with warm_steps.started() if args.runner == "subprocess" else contextlib.nullcontext() as warm:
-            request = request_from(args, warm)
+        with warm.started() if args.runner == "subprocess" else contextlib.nullcontext() as warm_steps:
+            request = request_from(args, warm_steps)
             claim.callback(request.claim.close)
             os.environ[OPTION_NAMES_ENV] = json.dumps(RUN_FLAGS)  # the steps' errors name our flags, not parameters
             try:
                 summary = run_local(request.pipeline, request.arguments, request.workdir, request.lineage_uri,
-                                    containers=request.containers, verbose=args.verbose, warm=warm)
+                                    containers=request.containers, verbose=args.verbose, warm=warm_steps)
             finally:
                 if previous is None:
                     os.environ.pop(OPTION_NAMES_ENV)

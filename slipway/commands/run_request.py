@@ -5,7 +5,6 @@ TensorFlow). Nothing here runs a step; the workdir is created only once everythi
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ class RunRequest:
 def request_from(args: Any, warm: Any = None) -> RunRequest:
     """A checked RunRequest from `slipway run`'s parsed flags (any object with their attributes); the workdir is
     created and claimed (request.claim: close it when the run ends) and, with --runner podman, the arguments
-    rewritten to the containers' paths. warm: the run's warm step process (slipway.local.warm_steps), where the
+    rewritten to the containers' paths. warm: the run's warm step process (slipway.local.warm), where the
     module file is checked when there is one."""
     request = plan(args)
     _import_pipeline(request, args, warm)
@@ -168,7 +167,6 @@ MODULE_CHECK_AFTER = ("tensorflow", "tensorflow_transform")
 def _import_pipeline(request: RunRequest, args: Any, warm: Any = None) -> None:
     """The pipeline function (kfp imported now), its checkpoints folder, and the module file imported to check it."""
     from slipway.core.kfp_import import import_kfp
-    from slipway.core.lifecycle import call_in_fork
 
     import_kfp()
     from slipway.pipelines import training
@@ -180,14 +178,10 @@ def _import_pipeline(request: RunRequest, args: Any, warm: Any = None) -> None:
     # In a copy of the warm step process (TensorFlow imported there already), or a forked copy of this one: the
     # module imports TensorFlow, which this process would otherwise keep resident (hundreds of MiB) all through the
     # run while every step has its own.
-    check_args = [str(request.module), args.hyperparameters, args.trial_hyperparameters]
-    outcome = None
-    if warm is not None:
-        from slipway.local.step_client import call
+    from slipway.local import warm as warm_module
 
-        with contextlib.suppress(OSError):
-            outcome = call(warm.socket, f"{__name__}:check_module", check_args, after=MODULE_CHECK_AFTER)
-    passed, error_class, message = outcome or call_in_fork(lambda: check_module(*check_args))
+    check_args = [str(request.module), args.hyperparameters, args.trial_hyperparameters]
+    passed, error_class, message = warm_module.call(warm, check_module, check_args, after=MODULE_CHECK_AFTER)
     if not passed:
         if error_class == "interrupted":
             raise KeyboardInterrupt("SIGINT")

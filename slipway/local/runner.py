@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ from slipway.components.ingest.step import skipped_rows
 from slipway.core import lifecycle, lineage, step_facts
 from slipway.core.artifacts import atomic_write_text
 from slipway.local import console as console_module
-from slipway.local import warm_steps
+from slipway.local import warm as warm_module
 from slipway.local.console import Console
 from slipway.local.containers import ContainerSettings, podman_tasks
 
@@ -64,14 +63,14 @@ def restore_environment(previous: dict[str, str | None]) -> None:
 
 def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLike, lineage_uri: str = "",
               containers: ContainerSettings | None = None, verbose: bool = False,
-              warm: warm_steps.WarmSteps | None = None) -> dict:
+              warm: warm_module.WarmSteps | None = None) -> dict:
     """Run `pipeline_func(**arguments)` with kfp.local; return (and write) the run summary.
 
     containers: run every step inside its component's image with podman (slipway.container_runner) instead of
     as a subprocess of this environment. verbose: every step's whole output on the console (it is always kept in
     <workdir>/logs/<run id>/<step>.log). Ctrl-C or SIGTERM stops every process the run started and ends with a
     summary whose status is "interrupted" (the CLI exits 130). warm: the warm step process the steps fork from
-    (slipway.local.warm_steps), when the caller started it early; without containers the run starts one otherwise.
+    (slipway.local.warm), when the caller started it early; without containers the run starts one otherwise.
     """
     # Our components do run in their own environment here: this process's, which is what the image holds.
     warnings.filterwarnings("ignore", message=".*custom or non-Python base image.*", category=RuntimeWarning)
@@ -111,7 +110,7 @@ def run_local(pipeline_func, arguments: dict[str, Any], workdir: str | os.PathLi
 
 def _run_steps(pipeline_func, arguments: dict[str, Any], root: Path, logs: Path, console: Console,
                containers: ContainerSettings | None, verbose: bool,
-               warm: warm_steps.WarmSteps | None) -> tuple[str, str | None, str | None]:
+               warm: warm_module.WarmSteps | None) -> tuple[str, str | None, str | None]:
     """kfp.local runs the pipeline; returns (the failure or "", the step interrupted, the signal that did it)."""
     import kfp.local
 
@@ -121,10 +120,10 @@ def _run_steps(pipeline_func, arguments: dict[str, Any], root: Path, logs: Path,
             stack.enter_context(console_module.quiet_kfp(logs / "kfp-local.log", enabled=not verbose))
             rewrite = None
             if containers is None:
-                warm = warm or stack.enter_context(warm_steps.started())
+                warm = warm or stack.enter_context(warm_module.started())
                 if warm is not None:
-                    stack.callback(warm_steps.keep_log, warm, logs)
-                    rewrite = functools.partial(warm_steps.warm_command, warm=warm)
+                    stack.callback(warm.keep_log, logs)
+                    rewrite = warm.command
             stack.enter_context(console_module.steps_through(console, rewrite))
             if containers is None:
                 runner = kfp.local.SubprocessRunner(use_venv=False)

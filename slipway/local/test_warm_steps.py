@@ -16,9 +16,9 @@ import pytest
 from kfp import dsl
 
 from slipway.core import lifecycle
-from slipway.local import warm_steps
+from slipway.local import warm as warm_steps
 from slipway.local.runner import run_local
-from slipway.local.step_client import call
+from slipway.local.warm.client import call
 
 
 @dsl.component(base_image="python:3.11")
@@ -73,7 +73,7 @@ def test_a_step_is_forked_from_the_warm_process_with_the_tasks_environment_and_s
         assert call(warm.socket, f"{__name__}:check_answer", ["good"], after=("tensorflow",))[0]
         summary, seen, log = _run(tmp_path, warm=warm)
     assert summary["error"] is None, summary  # (no lineage recorded: the step counts as not run, not failed)
-    assert "slipway.local.warm_steps" in seen["parent"]  # its parent is the warm process, not kfp.local's shell
+    assert "slipway.local.warm.server" in seen["parent"]  # its parent is the warm process, not kfp.local's shell
     assert seen["tensorflow_imported"]  # before the step imported anything
     assert seen["marker"] == "from-the-run"
     assert seen["tmpdir"].startswith(str(tmp_path / "out" / "tmp"))  # the run's scratch space, as a cold step
@@ -97,7 +97,7 @@ def test_switched_off_every_step_starts_cold(tmp_path, monkeypatch, marker):
 def test_a_warm_step_ends_with_its_own_exit_status_or_signal(tmp_path, capsys, kwargs, status):
     summary, seen, log = _run(tmp_path, **kwargs)
     assert summary["error"], summary
-    assert "slipway.local.warm_steps" in seen["parent"]
+    assert "slipway.local.warm.server" in seen["parent"]
     assert "step output line" in log
     out = capsys.readouterr().out
     assert f"report           failed: {status} (the step printed no error)" in out, out
@@ -139,10 +139,12 @@ def test_a_call_runs_in_a_copy_after_the_modules_it_waits_for_and_reports_in_one
         target = f"{__name__}:check_answer"
         assert call(warm.socket, target, ["good"], after=("tensorflow",)) == (True, "", "")
         assert call(warm.socket, target, ["bad"], after=("tensorflow",)) == (False, "ValueError", "the value is bad")
+        # the facade: the same call, by the function (it fails in a fork of this process, without TensorFlow)
+        assert warm_steps.call(warm, check_answer, ["good"], after=("tensorflow",)) == (True, "", "")
 
 
 def _warm_process() -> psutil.Process:
-    return next(p for p in psutil.Process().children() if "slipway.local.warm_steps" in " ".join(p.cmdline()))
+    return next(p for p in psutil.Process().children() if "slipway.local.warm.server" in " ".join(p.cmdline()))
 
 
 def _gone(proc: psutil.Process) -> bool:
@@ -150,9 +152,9 @@ def _gone(proc: psutil.Process) -> bool:
 
 
 def _client(warm, *args: str, **kwargs) -> psutil.Popen:
-    """step_client as kfp.local's shell starts it, in place of `python -m kfp.dsl.executor_main ARGS`."""
+    """The step client as kfp.local's shell starts it, in place of `python -m kfp.dsl.executor_main ARGS`."""
     env = {**os.environ, "SLIPWAY_STEP_SERVER": warm.socket}
-    return psutil.Popen([sys.executable, "-m", "slipway.local.step_client", *args], env=env,
+    return psutil.Popen([sys.executable, "-m", "slipway.local.warm.client", *args], env=env,
                         preexec_fn=lifecycle.die_with_parent, **kwargs)
 
 
@@ -206,3 +208,43 @@ def test_a_call_the_warm_process_cannot_take_raises_oserror_for_the_caller_to_fa
         zygote.wait(10)
         with pytest.raises(OSError):  # run_request then checks the module in a fork of the CLI instead
             call(warm.socket, f"{__name__}:check_answer", ["good"])
+
+
+def test_what_is_preloaded_comes_from_the_components_list_after_what_every_step_imports():
+    from slipway.components import COMPONENTS
+    from slipway.local.warm import server
+
+    names = server.preload_names()
+    assert names[:3] == ["kfp.dsl.executor_main", "slipway.core.step", "tensorflow"]
+    assert [name.split(".")[2] for name in names if name.startswith("slipway.components.")][::2] == list(COMPONENTS)
+    for library, component in [("tensorflow_data_validation", "validate"), ("tensorflow_transform.beam", "transform"),
+                               ("tensorflow_model_analysis", "evaluate")]:
+        assert names.index(library) < names.index(f"slipway.components.{component}.step")
+    assert len(names) == len(set(names)) == 3 + 4 + 2 * len(COMPONENTS)
+
+
+def test_the_reply_lines_read_back_as_written_and_make_a_calls_outcome():
+    import io
+
+    from slipway.core.lifecycle import Outcome
+    from slipway.local.warm.protocol import Reply, call_outcome
+
+    failed = Outcome(False, "ValueError", "the value is bad\nsecond line")
+    replies = [Reply(pid=7), Reply.of(failed), Reply.ended(1 << 8)]
+    stream = io.StringIO(b"".join(reply.line() for reply in replies).decode())
+    assert [Reply.read(stream) for _ in replies] == replies and Reply.read(stream) is None
+    assert call_outcome(replies) == failed
+    assert call_outcome([Reply(pid=7), Reply.of(Outcome(True)), Reply.ended(0)]) == (True, "", "")
+    assert call_outcome([Reply(pid=7), Reply(signal=9)]) == (False, "", "signal 9")
+    with pytest.raises(OSError):  # the warm process ended before it forked the copy
+        call_outcome([])
+
+
+def fails_on_bad(value: str) -> None:
+    if value == "bad":
+        raise ValueError("the value is bad")
+
+
+def test_a_call_without_a_warm_process_runs_in_a_fork_of_this_one():
+    assert warm_steps.call(None, fails_on_bad, ["good"]) == (True, "", "")
+    assert warm_steps.call(None, fails_on_bad, ["bad"]) == (False, "ValueError", "the value is bad")

@@ -1,17 +1,13 @@
-"""The warm step process of a local run: TensorFlow and the TFX libraries imported once, each step a forked copy.
+"""The warm step process itself: `python -m slipway.local.warm.server SOCKET` (started by slipway.local.warm).
 
-A cold step process spends seconds importing before it does anything (kfp with the Kubernetes client, TensorFlow,
-TFDV, TFT, TFMA, Beam: about 12 s on two cores, most of a small step's time), and every step of a run imports the
-same. `slipway run` starts this process once, before it checks its flags and the module file (a Unix socket in a
-folder of its own); it imports those libraries meanwhile and then forks one copy per step (slipway.local.step_client
-hands over the task's arguments, environment and standard streams). A copy is the step process: it runs kfp's
-executor as `python -m kfp.dsl.executor_main` would, ends the same way, and the TFX libraries it finds imported are
-the ones it would have imported. What is not shared: nothing a step does reaches the warm process or the next step.
+It listens at once, imports what the steps import (PRELOAD, serving the steps that arrive between two modules),
+then serves until SIGTERM: one forked copy per request. A step's copy runs kfp's executor as
+`python -m kfp.dsl.executor_main` would (become_step); a call's copy runs one function and reports its Outcome
+(become_call, the task handler). Each answer is written as slipway.local.warm.protocol says.
 
 What the fork needs: no thread may be running that a copy would need (importing these libraries starts none that
 does: TensorFlow's thread pools start with its first operation, which only a step runs); per-process state a
 library set at import is reset in the copy (numpy's global random state, tempfile's folder, the import caches).
-SLIPWAY_WARM_STEPS=0 turns it off (every step cold, as on a cluster, where each step is its own pod anyway).
 """
 
 from __future__ import annotations
@@ -19,56 +15,40 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import json
 import os
 import selectors
-import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 from slipway.core import kfp_import, lifecycle
-from slipway.local.step_client import ENV_SOCKET, EXECUTOR_MODULE
+from slipway.core.lifecycle import Outcome
+from slipway.local.warm.protocol import EXECUTOR_MODULE, Reply, receive_request
 
-ENV_SWITCH = "SLIPWAY_WARM_STEPS"
 # What the steps import, in the order a run needs it: a step that arrives while the imports go on is forked as soon
 # as the module in hand is imported, and imports what it still lacks itself (the first step, ingest, needs TensorFlow
-# and kfp only, so it starts long before TFMA is in). Each component's own modules follow the library it uses.
-PRELOAD = (
-    "kfp.dsl.executor_main",
-    "slipway.core.step",
-    "tensorflow",
-    "slipway.components.ingest",
-    "tensorflow_data_validation",
-    "slipway.components.validate",
-    "tensorflow_transform",
-    "tensorflow_transform.beam",
-    "slipway.components.transform",
-    "slipway.components.train",
-    "tensorflow_model_analysis",
-    "slipway.components.evaluate",
-    "slipway.components.resolve_baseline",
-    "slipway.components.deploy",
-    "slipway.components.tune",
-)
-COMPONENT_MODULES = ("step", "executor")  # what "slipway.components.<name>" above stands for
+# and kfp only, so it starts long before TFMA is in). First what every step imports, then each component of
+# components.COMPONENTS in a pipeline's order: the library it needs first (COMPONENT_LIBRARIES), then its modules.
+FIRST = ("kfp.dsl.executor_main", "slipway.core.step", "tensorflow")
+COMPONENT_LIBRARIES = {
+    "validate": ("tensorflow_data_validation",),
+    "transform": ("tensorflow_transform", "tensorflow_transform.beam"),
+    "evaluate": ("tensorflow_model_analysis",),
+}
+COMPONENT_MODULES = ("step", "executor")  # each component's modules: slipway.components.<name>.<module>
 REAP_INTERVAL_S = 0.05
 
 
-def enabled() -> bool:
-    return os.environ.get(ENV_SWITCH, "1") not in ("0", "false", "no", "off")
-
-
 def preload_names() -> list[str]:
-    names: list[str] = []
-    for name in PRELOAD:
-        is_component = name.startswith("slipway.components.")
-        names += [f"{name}.{module}" for module in COMPONENT_MODULES] if is_component else [name]
+    """PRELOAD: the modules the warm process imports, in order."""
+    from slipway.components import COMPONENTS
+
+    names = list(FIRST)
+    for name in COMPONENTS:
+        names += COMPONENT_LIBRARIES.get(name, ())
+        names += [f"slipway.components.{name}.{module}" for module in COMPONENT_MODULES]
     return names
 
 
@@ -103,8 +83,7 @@ class StepServer:
             if request is not None:
                 return request
         for pid in self.running:  # a run being stopped: the steps still running go with it
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
+            lifecycle.send(pid, signal.SIGTERM)
         return None
 
     def poll(self, timeout: float) -> dict | None:
@@ -129,19 +108,11 @@ class StepServer:
     @staticmethod
     def _take(conn: socket.socket) -> dict | None:
         try:
-            data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
-            while not data.endswith(b"\n"):
-                more = conn.recv(1 << 20)
-                if not more:
-                    raise ValueError("the request ended early")
-                data += more
-            request = json.loads(data)
+            return receive_request(conn)
         except (OSError, ValueError) as exc:
             print(f"a step's request was unreadable: {exc}", file=sys.stderr, flush=True)
             conn.close()
             return None
-        request["fds"] = fds
-        return request
 
     def _fork(self, conn: socket.socket, request: dict) -> int:
         sys.stdout.flush()
@@ -167,9 +138,9 @@ class StepServer:
         for fd in request["fds"]:
             os.close(fd)
         try:
-            conn.sendall((json.dumps({"pid": pid}) + "\n").encode())
-        except OSError:  # the task's process is gone already: so is its step
-            os.kill(pid, signal.SIGKILL)
+            conn.sendall(Reply(pid=pid).line())
+        except OSError:  # the task's process is gone already: so is its step (reaped with the others)
+            lifecycle.kill(pid, reap=False)
         self.running[pid] = conn
         return pid
 
@@ -184,10 +155,8 @@ class StepServer:
             conn = self.running.pop(pid, None)
             if conn is None:
                 continue
-            ended = ({"signal": os.WTERMSIG(status)} if os.WIFSIGNALED(status)
-                     else {"exit": os.waitstatus_to_exitcode(status)})
             with contextlib.suppress(OSError):
-                conn.sendall((json.dumps(ended) + "\n").encode())
+                conn.sendall(Reply.ended(status).line())
             conn.close()
 
 
@@ -220,26 +189,26 @@ def become_step(request: dict) -> None:
 
 
 def become_call(request: dict) -> None:
-    """In a forked copy: call request["call"] ("module:function") with its args; report on the connection, end."""
-    conn, report, status = request["conn"], "", 0
+    """The task handler, in a forked copy: call request["call"] ("module:function") with its args; its Outcome back
+    on the connection, then end."""
+    conn, outcome = request["conn"], Outcome(True)
     try:
         _take_streams(request)
         os.chdir(request["cwd"])
         module, _, function = request["call"].partition(":")
         getattr(importlib.import_module(module), function)(*request["args"])
     except BaseException as exc:  # noqa: BLE001  (everything goes back to the caller, as one line)
-        name = type(exc).__name__ if isinstance(exc, Exception) else "interrupted"
-        report, status = f"{name}\n{exc}", 1
+        outcome = Outcome.failed(exc)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         with contextlib.suppress(OSError):
-            conn.sendall((json.dumps({"report": report}) + "\n").encode())
-        os._exit(status)
+            conn.sendall(Reply.of(outcome).line())
+        os._exit(0 if outcome.passed else 1)
 
 
 def main(argv: list[str]) -> int:
-    """python -m slipway.local.warm_steps SOCKET: listen at once, import (serving steps between modules), then serve
+    """python -m slipway.local.warm.server SOCKET: listen at once, import (serving steps between modules), then serve
     until SIGTERM. Until the imports are done SIGTERM ends it at once (a run refused up front stops it so)."""
     lifecycle.die_with_parent()
     lifecycle.install(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this with SIGTERM
@@ -273,52 +242,6 @@ def main(argv: list[str]) -> int:
         become_call(request)
     become_step(request)
     return 0
-
-
-class WarmSteps:
-    """A running warm step process: its socket, and the file its own lines go to."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.socket = str(folder / "steps.sock")
-        self.log = folder / "warm-steps.log"
-
-
-@contextlib.contextmanager
-def started() -> Iterator[WarmSteps | None]:
-    """A warm step process for one run, or None when SLIPWAY_WARM_STEPS turns it off or it could not start; stopped
-    (and its folder removed) when the run ends. Start it early: the steps it serves wait for what they import."""
-    if not enabled():
-        yield None
-        return
-    warm = WarmSteps(Path(tempfile.mkdtemp(prefix="slipway-steps-")))  # short: a socket path has 107 bytes at most
-    try:
-        with open(warm.log, "a", encoding="utf-8") as log:
-            process = subprocess.Popen([sys.executable, "-m", "slipway.local.warm_steps", warm.socket], stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       preexec_fn=lifecycle.die_with_parent)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(warm.socket) and process.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)  # the socket is there within milliseconds, before the imports: steps may connect at once
-        try:
-            yield warm if os.path.exists(warm.socket) else None
-        finally:
-            lifecycle.stop_process(process)
-    finally:
-        shutil.rmtree(warm.folder, ignore_errors=True)
-
-
-def keep_log(warm: WarmSteps, logs: Path) -> None:
-    """The warm process's own lines (what it could not import, when it was ready) beside the steps' logs."""
-    with contextlib.suppress(OSError):
-        shutil.copyfile(warm.log, logs / warm.log.name)
-
-
-def warm_command(full_command: list[str], warm: WarmSteps) -> list[str]:
-    """kfp.local's task command with its executor started through the warm process (step_client)."""
-    executor = f"{sys.executable} -m {EXECUTOR_MODULE}"
-    client = f"{ENV_SOCKET}={warm.socket} {sys.executable} -m slipway.local.step_client"
-    return [part.replace(executor, client) for part in full_command]
 
 
 if __name__ == "__main__":
