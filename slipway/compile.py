@@ -1,5 +1,6 @@
-"""Compile every component and pipeline to the YAML committed beside it, and render the example cluster
-manifests under manifests/; --check fails if one is stale or names one of our images without a digest.
+"""Write each component's component.py from its spec.py, compile every component and pipeline to the YAML committed
+beside it, and render the example cluster manifests under manifests/; --check fails if one is stale or names one of
+our images without a digest.
 
 Images come from images/digests.json (slipway.core.images): a compile whose digests file cannot pin an image the
 components need fails first, with one line naming it."""
@@ -15,7 +16,7 @@ from pathlib import Path
 from kfp import compiler
 
 from slipway.components import COMPONENTS
-from slipway.core import descriptions, images
+from slipway.core import images
 from slipway.pipelines.training import PIPELINES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,6 +126,27 @@ def compile_to_text(func) -> str:
 OUR_IMAGE = re.compile(r"[\w.:/-]*slipway-(?:runtime|trainer|serving)(?:[:@][\w.:@-]*)?")
 
 
+def component_files(check: bool = False) -> list[str]:
+    """Write (or, with check, compare) each components/<name>/component.py and its README's interface table from its
+    spec.py; return the stale ones. Written before any component.py is imported: kfp embeds the function's source
+    as the file holds it."""
+    from slipway.core.component_spec import component_source, with_interface
+
+    problems = []
+    for name in COMPONENTS:
+        spec = importlib.import_module(f"slipway.components.{name}.spec").SPEC
+        folder = COMPONENTS_DIR / name
+        readme = (folder / "README.md").read_text()
+        for path, text in ((folder / "component.py", component_source(spec)),
+                           (folder / "README.md", with_interface(readme, spec))):
+            if not check:
+                path.write_text(text)
+            elif not path.exists() or path.read_text() != text:
+                problems.append(f"{path.relative_to(ROOT)} is stale: it is written from spec.py; run `slipway "
+                                "compile`")
+    return problems
+
+
 def unpinned_images(text: str) -> list[str]:
     """Our image references in a compiled YAML that carry no digest."""
     return sorted({ref for ref in OUR_IMAGE.findall(text) if "/" in ref and not images.is_pinned(ref)})
@@ -133,9 +155,7 @@ def unpinned_images(text: str) -> list[str]:
 def compile_all(check: bool = False) -> list[str]:
     """Write (or, with check, compare) every YAML; return the problems found (stale files, undigested images)."""
     images.require_pinned()
-    problems = [f"components/{name}/component.py: the docstring's {entry} entry differs from "
-                f"slipway/core/descriptions.py's SHARED text (write it as there)"
-                for name in COMPONENTS for entry in descriptions.differing(_component(name).python_func)]
+    problems = component_files(check)
     for path, func in targets().items():
         text = compile_to_text(func)
         if check:

@@ -37,9 +37,10 @@ def tune(
         hyperparameters: JSON object of base hyperparameters under the searched ones.
         trial_hyperparameters: JSON object applied to trials only (e.g. fewer epochs), over hyperparameters.
         backend: "local" (trial processes in the step) or "kubernetes" (a Katib Experiment).
-        workers: Local trials run at the same time.
+        workers: Processes per trial: 1 runs each trial as one process (a batch Job with backend kubernetes),
+            more an MPIJob of that many Horovod ranks (backend kubernetes only).
         cluster: JSON settings for backend kubernetes (namespace, storage, resources; see the component README).
-        trial_timeout_s: Seconds before a trial is stopped; 0 means no limit.
+        trial_timeout_s: Seconds before a local trial is stopped (it counts as failed); 0 means no limit.
         trainer_image: The Katib trials' image when `cluster` names none; the pipelines pass the trainer image
             pinned by digest.
         lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path

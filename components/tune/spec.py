@@ -72,12 +72,16 @@ SPEC = ComponentSpec(
         Param("backend", str, (
             '"local" (trial processes in the step) or "kubernetes" (a Katib Experiment).'), default="local",
               run="backend", recorded=False),
-        Param("workers", int, "Local trials run at the same time.", default=1),
+        Param("workers", int, (
+            "Processes per trial: 1 runs each trial as one process (a batch Job with backend kubernetes),\n"
+            "more an MPIJob of that many Horovod ranks (backend kubernetes only)."
+        ), default=1),
         Param("cluster", str, (
             "JSON settings for backend kubernetes (namespace, storage, resources; see the component README)."
         ), default="{}",
               run="cluster", recorded=False),
-        Param("trial_timeout_s", float, "Seconds before a trial is stopped; 0 means no limit.", default=0.0,
+        Param("trial_timeout_s", float,
+              "Seconds before a local trial is stopped (it counts as failed); 0 means no limit.", default=0.0,
               recorded=False),
         Param("trainer_image", str, (
             "The Katib trials' image when `cluster` names none; the pipelines pass the trainer image\n"

@@ -5,7 +5,6 @@ TensorFlow). Nothing here runs a step; the workdir is created only once everythi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,6 @@ from slipway.pipelines.settings import RUN_FLAGS
 # The errors a forked check reports as they are, by the class name it sends back (each keeps its exit status).
 SLIPWAY_ERRORS = {cls.__name__: cls for cls in vars(errors).values()
                   if isinstance(cls, type) and issubclass(cls, SlipwayError)}
-# The parameters only one kind of pipeline takes, passed as given.
-TABULAR_ONLY = ("key", "split_column", "skew_thresholds", "drift_thresholds", "task")
-IMAGES_ONLY = ("data_format", "image_size")
 
 
 @dataclass
@@ -62,34 +58,44 @@ def request_from(args: Any, warm: Any = None) -> RunRequest:
 
 
 def plan(args: Any) -> RunRequest:
-    """The request without kfp or TensorFlow imported and nothing written: every flag checked, the arguments made."""
-    from slipway.core import beam, lineage
-    from slipway.core.beam import storage as beam_storage
+    """The request without kfp or TensorFlow imported and nothing written: every flag checked, the arguments made.
+    Each pipeline parameter with a flag is the flag's value, else the pipeline's default; then each component the
+    pipeline composes checks (and may complete) them with its spec's preflight hook."""
+    from slipway.core import lineage
+    from slipway.core.component_spec import RunArguments
 
     images = args.pipeline == "images"
     data, label, module = _inputs(args, images)
-    _check_flags(args, data, label, module, images)
+    if args.search_spec and images:
+        raise SlipwayError(f"{RUN_FLAGS['search_spec']}: tuning runs with the tabular pipeline for now")
     pipeline_key = settings.IMAGES if images else settings.TABULAR_TUNED if args.search_spec else settings.TABULAR
     workdir = Path(args.workdir).resolve()
-    lineage_uri = args.lineage_store or lineage.sqlite_uri(workdir / "metadata.sqlite")
-    # a malformed value, or a remote runner without the scratch URI its workers share, is refused before any step
-    beam_pipeline_args = beam.parse_args(args.beam_pipeline_args, name=RUN_FLAGS["beam_pipeline_args"])
-    beam_storage.check(beam_pipeline_args, name=RUN_FLAGS["beam_pipeline_args"])
-    arguments = {  # in this order in summary.json
-        "data": str(data.resolve()), "label": label, "module_file": str(module.resolve()),
-        "splits": args.splits or settings.default(pipeline_key, "splits"),
-        "schema_file": str(Path(args.schema_file).resolve()) if args.schema_file else "",
-        "allow_anomalies": args.allow_anomalies, "hyperparameters": args.hyperparameters,
-        "workers": _workers(args, pipeline_key),
-        "checkpoint_dir": "",  # once the pipeline (kfp: seconds to import) is imported: _import_pipeline
-        "eval_settings": args.eval_settings, "baseline_model": _baseline(args.baseline_model),
-        "beam_pipeline_args": beam_pipeline_args, "lineage_store": lineage_uri,
-        **_deploy_arguments(args, _model_name(args, data, images), workdir),
-        **{name: getattr(args, name) for name in (IMAGES_ONLY if images else TABULAR_ONLY)},
-        **_tuning_arguments(args),
-    }
-    _check_lineage(lineage_uri)
-    return RunRequest(pipeline_key, arguments, workdir, lineage_uri, module)
+    given = {row.name: getattr(args, row.name) for row in settings.PARAMETERS if row.flag}
+    values = {row.name: row.defaults[pipeline_key] if given[row.name] is None else given[row.name]
+              for row in settings.PARAMETERS if row.flag and pipeline_key in row.defaults}  # summary.json's order
+    values.update(data=str(data.resolve()), label=label, module_file=str(module.resolve()),
+                  model_name=args.model_name or _model_name(args, data, images),
+                  lineage_store=args.lineage_store or lineage.sqlite_uri(workdir / "metadata.sqlite"),
+                  checkpoint_dir="")  # once the pipeline (kfp: seconds to import) is imported: _import_pipeline
+    _check_flags(values, given, module, workdir)
+    values["beam_pipeline_args"] = _beam_pipeline_args(values["beam_pipeline_args"])
+    run = RunArguments(values, given, RUN_FLAGS, args.runner, workdir)
+    for spec in settings.component_specs():
+        if spec.preflight is not None and spec.name in settings.COMPOSED[pipeline_key]:
+            spec.preflight(run)
+    _check_lineage(values["lineage_store"])
+    return RunRequest(pipeline_key, values, workdir, values["lineage_store"], module)
+
+
+def _beam_pipeline_args(given: Any) -> list[str]:
+    """--beam-pipeline-args as the list the steps take: a malformed value, or a remote runner without the scratch
+    URI its workers share, is refused before any step."""
+    from slipway.core import beam
+    from slipway.core.beam import storage as beam_storage
+
+    parsed = beam.parse_args(given or "", name=RUN_FLAGS["beam_pipeline_args"])
+    beam_storage.check(parsed, name=RUN_FLAGS["beam_pipeline_args"])
+    return parsed
 
 
 def _check_lineage(uri: str) -> None:
@@ -103,47 +109,16 @@ def _check_lineage(uri: str) -> None:
         raise errors.prefixed(RUN_FLAGS["lineage_store"], exc) from None
 
 
-def _check_flags(args: Any, data: Path, label: str, module: Path, images: bool) -> None:
+def _check_flags(values: dict[str, Any], given: dict[str, Any], module: Path, workdir: Path) -> None:
+    """What no one component checks: the module file (a text file, its hyper-parameters' defaults), the JSON
+    flags' shapes and the workdir (run_arguments)."""
     from slipway.commands import run_arguments
+    from slipway.core.component_spec import check_text_file
 
     if not module.is_file():
         raise SlipwayError(f"module file {module}: not found")
-    run_arguments.check_text_file(module, "module file", RUN_FLAGS["module_file"])
-    if args.search_spec and Path(args.search_spec).is_file():
-        run_arguments.check_text_file(Path(args.search_spec), "search spec", RUN_FLAGS["search_spec"])
-    if not data.exists():
-        raise SlipwayError(f"data {data}: no such file or folder")
-    run_arguments.check_run_arguments(args, data, label, module, images)
-    if args.search_spec and images:
-        raise SlipwayError(f"{RUN_FLAGS['search_spec']}: tuning runs with the tabular pipeline for now")
-    if images and args.split_column:
-        raise SlipwayError(f"{RUN_FLAGS['split_column']}: the images pipeline splits by hash (no columns)")
-    if images and args.task == "regression":
-        raise SlipwayError("--task regression: the images pipeline is classification (one class per folder)")
-    if not images and (args.data_format not in ("auto", "csv", "parquet") or args.image_size):
-        raise SlipwayError("--data-format images/cifar10/tfrecord and --image-size need --pipeline images")
-
-
-def _workers(args: Any, pipeline_key: str) -> int:
-    workers = args.workers if args.workers is not None else settings.default(pipeline_key, "workers")
-    if workers < 1:
-        raise SlipwayError(f"{RUN_FLAGS['workers']} {workers}: must be at least 1")
-    return workers
-
-
-def _tuning_arguments(args: Any) -> dict[str, Any]:
-    """With --tune: the spec as text (checked first, so the run's parameters name no path of this machine)."""
-    if not args.search_spec:
-        return {}
-    from slipway.components.tune.local import check_runs_locally
-    from slipway.components.tune.search_spec import load_spec
-
-    spec = load_spec(args.search_spec)
-    try:  # the run tunes with the local backend: refuse what only Katib runs before any step runs
-        check_runs_locally(spec)
-    except SlipwayError as exc:
-        raise SlipwayError(f"{RUN_FLAGS['search_spec']} {args.search_spec}: {exc}") from None
-    return {"search_spec": json.dumps(spec), "trial_hyperparameters": args.trial_hyperparameters}
+    check_text_file(module, "module file", RUN_FLAGS["module_file"])
+    run_arguments.check_run_arguments(values, given, module, workdir)
 
 
 def check_module(module: str, hyperparameters: str, trial_hyperparameters: str) -> None:
@@ -180,7 +155,8 @@ def _import_pipeline(request: RunRequest, args: Any, warm: Any = None) -> None:
     # run while every step has its own.
     from slipway.local import warm as warm_module
 
-    check_args = [str(request.module), args.hyperparameters, args.trial_hyperparameters]
+    check_args = [str(request.module), request.arguments["hyperparameters"],
+                  request.arguments.get("trial_hyperparameters", args.trial_hyperparameters or "{}")]
     passed, error_class, message = warm_module.call(warm, check_module, check_args, after=MODULE_CHECK_AFTER)
     if not passed:
         if error_class == "interrupted":
@@ -188,36 +164,6 @@ def _import_pipeline(request: RunRequest, args: Any, warm: Any = None) -> None:
         if error_class in SLIPWAY_ERRORS:
             raise SLIPWAY_ERRORS[error_class](message)
         raise SlipwayError(f"module file {request.module}: check failed: {error_class or 'process'}: {message}")
-
-
-def _deploy_arguments(args: Any, default_name: str, workdir: Path) -> dict[str, Any]:
-    from slipway.serving.layout import check_model_name
-
-    name = check_model_name(args.model_name or default_name, RUN_FLAGS["model_name"])  # the default is always valid
-    deploy = args.deploy_backend or ("push" if args.runner == "podman" else "local")
-    if args.runner == "podman" and deploy == "local":
-        raise SlipwayError("--deploy local starts a model server beside the step, which the runtime image has "
-                           "not: with --runner podman use --deploy push and serve with the serving image")
-    if args.keep_serving and deploy != "local":
-        raise SlipwayError("--keep-serving: needs --deploy local")
-    if not 0 <= args.serving_port <= 65535:
-        raise SlipwayError(f"--port {args.serving_port}: expected 0 (any free port) to 65535")
-    return {"model_name": name, "model_base": args.model_base or str(workdir / "serving" / name),
-            "deploy_backend": deploy, "deploy_cluster": args.deploy_cluster, "keep_serving": args.keep_serving,
-            "serving_port": args.serving_port, "model_registry": _model_registry(args.model_registry)}
-
-
-def _model_registry(address: str) -> str:
-    """--model-registry asked once now: a malformed or silent address fails in one line before any step, not in
-    deploy after the training (deploy and resolve_baseline ask again, as on a cluster)."""
-    if not address:
-        return ""
-    from slipway.core.lineage import model_registry
-
-    try:
-        return model_registry.connect(address, timeout=10.0).address
-    except SlipwayError as exc:
-        raise errors.prefixed(RUN_FLAGS["model_registry"], exc) from None
 
 
 def _containers(arguments: dict, workdir: Path):
@@ -267,12 +213,3 @@ def _inputs(args: Any, images: bool) -> tuple[Path, str, Path]:
         return digits.digits_folder(), args.label or "label", Path(args.module_file or module_path("image_cnn.py"))
     args.schema_file = args.schema_file or str(taxi.taxi_schema())
     return taxi.taxi_csv(), args.label or taxi.LABEL, Path(args.module_file) if args.module_file else taxi.taxi_module()
-
-
-def _baseline(choice: str) -> str:
-    """auto and none go to the pipeline's resolve_baseline step as they are; a path is checked here first."""
-    if choice in ("auto", "none"):
-        return choice
-    if not Path(choice, "saved_model.pb").exists():
-        raise SlipwayError(f"{RUN_FLAGS['baseline_model']} {choice}: not a SavedModel folder (no saved_model.pb)")
-    return str(Path(choice).resolve())

@@ -100,7 +100,7 @@ class Returns:
 Field = Param | Artifact
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared and hashed as itself: its defaults may be lists
 class ComponentSpec:
     """One component's interface (see the module docstring). doc: the docstring before `Args:` (paragraphs apart by
     a blank line). preflight(arguments): checks (and may complete) `slipway run`'s pipeline arguments before any
@@ -315,3 +315,48 @@ def check_text_file(path: Path, what: str, flag: str) -> None:
     if size > TEXT_FILE_LIMIT:
         raise SlipwayError(f"{what} {path}: {size / 2**20:.1f} MiB is no source text ({flag} takes a Python or "
                            f"YAML file of a few KB; was a data file given?)")
+
+
+# The README's interface table ---------------------------------------------------------------------------------------
+
+README_BEGIN = "<!-- interface: written by `slipway compile` from spec.py -->"
+README_END = "<!-- /interface -->"
+
+
+def interface_markdown(spec: ComponentSpec) -> str:
+    """The component's KFP interface as a Markdown table for its README (between README_BEGIN and README_END)."""
+    lines = [README_BEGIN, "| name | kind | default | pipeline parameter (`slipway run` flag) | what |",
+             "|---|---|---|---|---|"]
+    for f in spec.fields:
+        if isinstance(f, Artifact):
+            kind, default, run = f"{'output' if f.output else 'input'} {f.type}", "", ""
+        else:
+            kind = SCALAR_TYPES[f.type]
+            default = "" if f.default is REQUIRED else f"`{_literal(f.default)}`"
+            run = _run_cell(f)
+        lines.append(f"| `{f.name}` | {kind} | {default} | {run} | {_cell(f.description)} |")
+    for r in spec.returns:
+        name = "return value" if len(spec.returns) == 1 else f"`{r.name}`"
+        lines.append(f"| {name} | returns {SCALAR_TYPES[r.type]} |  |  | {_cell(r.description)} |")
+    return "\n".join(lines + [README_END])
+
+
+def _run_cell(param: Param) -> str:
+    if param.run is None:
+        return ""
+    if isinstance(param.run, str):
+        return f"`{param.run}`"
+    name = param.run.name or param.name
+    return f"`{name}` (`{param.run.flag}`)" if param.run.flag else f"`{name}`"
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def with_interface(readme: str, spec: ComponentSpec) -> str:
+    """The README with its interface table rewritten from the spec (ValueError: it has no place for one)."""
+    begin, end = readme.find(README_BEGIN), readme.find(README_END)
+    if begin < 0 or end < begin:
+        raise ValueError(f"components/{spec.name}/README.md: no {README_BEGIN} ... {README_END} section")
+    return readme[:begin] + interface_markdown(spec) + readme[end + len(README_END):]

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from slipway.components import COMPONENTS
-from slipway.components.ingest.step import skipped_rows
-from slipway.core import lifecycle, lineage, step_facts
+from slipway.core import lifecycle, lineage
 from slipway.core.artifacts import atomic_write_text
 from slipway.local import console as console_module
 from slipway.local import warm as warm_module
@@ -194,8 +193,6 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
         }
         if record.error:
             steps[name]["error"] = record.error
-    evaluation = _output_properties(recorded.get("evaluate"), "evaluation")
-    metrics = evaluation.get("metrics") or {}
     errors = [f"{name}: {step['error']}" for name, step in steps.items() if step.get("error")]
     succeeded = all(step["status"] == "succeeded" for step in steps.values()) and not failure
     step_seconds = sum(step.get("seconds", 0.0) for step in steps.values())
@@ -211,17 +208,7 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
         "outside_steps_share": round(max(0.0, wall - step_seconds) / wall, 4) if wall else None,
         "startup_seconds": round(startup_seconds, 3),
         "steps": steps,
-        "task": _output_properties(recorded.get("ingest"), "examples").get("task"),
-        "rows_skipped": skipped_rows(_output_properties(recorded.get("ingest"), "examples")),
-        "metrics": metrics,
-        "metrics_left_out": step_facts.decoded(evaluation.get("left_out")) or {},
-        "baseline_metrics": _baseline_metrics(recorded.get("evaluate")),
-        "blessed": bool(evaluation.get("blessed")) if evaluation else False,
-        "blessing_message": evaluation.get("message"),
-        "model": steps.get("train", {}).get("outputs", {}).get("model"),
-        "tuning": _output_properties(recorded.get("tune"), "best_hyperparameters") or None,
-        "baseline": _baseline(recorded.get("resolve_baseline")),
-        "deployment": _output_properties(recorded.get("deploy"), "deployment") or None,
+        **components_summary(recorded),
         "reports": {name: art.properties["report_html"] for name, record in recorded.items()
                     for art in record.outputs if art.properties.get("report_html")},
         "lineage_store": store.location,
@@ -229,32 +216,15 @@ def build_summary(store, run_id: str, pipeline: str, wall: float, failure: str, 
     }
 
 
-def _baseline(record) -> dict | None:
-    """What resolve_baseline chose (kept in its execution's parameters)."""
-    if record is None or record.state != "COMPLETE":
-        return None
-    return {"model": record.params.get("resolved") or None, "reason": record.params.get("reason")}
+def components_summary(recorded: dict) -> dict:
+    """What each component's spec says summary.json shows of its step (its summary hook, given the step's record,
+    or None when the step did not run), in the order the pipelines run them."""
+    from slipway.pipelines.settings import component_specs
 
+    entries: dict = {}
+    for spec in component_specs():
+        if spec.summary is not None:
+            entries.update(spec.summary(recorded.get(spec.name)))
+    return entries
 
-def _baseline_metrics(record) -> dict | None:
-    """The baseline model's overall metrics, when evaluate compared against one (its metrics.json keeps them)."""
-    if record is None or record.state != "COMPLETE":
-        return None
-    for art in record.outputs:
-        if art.name == "evaluation":
-            try:
-                return json.loads((Path(art.uri) / "metrics.json").read_text()).get("baseline_overall")
-            except (OSError, ValueError):
-                return None
-    return None
-
-
-def _output_properties(record, name: str) -> dict:
-    """An output's recorded metadata, with the values lineage stored as JSON text decoded again."""
-    if record is None:
-        return {}
-    for art in record.outputs:
-        if art.name == name:
-            return {key: step_facts.decoded(value) for key, value in art.properties.items()}
-    return {}
 
