@@ -17,10 +17,10 @@ def transformed_inputs():
     """make(root, **make_inputs kwargs): the synthetic tabular problem, transformed into root/graph and
     root/transformed; returns make_inputs' paths (examples, schema, module)."""
     from slipway.components.transform.executor import run as transform
-    from slipway.core import testing
+    from tests.support import inputs
 
     def make(root, **kwargs) -> dict:
-        made = testing.make_inputs(root, **kwargs)
+        made = inputs.make_inputs(root, **kwargs)
         transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(root / "graph"),
                   str(root / "transformed"))
         return made
@@ -65,9 +65,9 @@ def serving_model(tmp_path_factory, transformed_inputs):
 def beam_job_endpoint(tmp_path_factory):
     """Beam's Python job server on a loopback port for the whole session (transform and evaluate on Beam's
     PortableRunner); yields its --job_endpoint."""
-    from slipway.core import testing
+    from tests.support import inputs
 
-    with testing.beam_job_server(tmp_path_factory.mktemp("beam_job_server")) as endpoint:
+    with inputs.beam_job_server(tmp_path_factory.mktemp("beam_job_server")) as endpoint:
         yield endpoint
 
 
@@ -76,7 +76,7 @@ def loopback_s3_env():
     """One S3-compatible server (moto) on 127.0.0.1 for the whole session, with the bucket slipway-test; yields
     the environment S3 clients need. One per session: tensorflow-io's s3:// filesystem keeps the endpoint it met
     first in a process, so a second server on another port would be unreachable to it."""
-    from slipway.core import testing
+    from tests.support import inputs
 
-    with testing.loopback_s3() as env:
+    with inputs.loopback_s3() as env:
         yield env

@@ -34,7 +34,7 @@ BUCKET = "slipway-bench"
 
 def measure(sizes: list[int], workdir: Path) -> dict[str, dict[int, dict[str, dict]]]:
     """{"in process": results, "remote": results}, each as bench_growth.bench returns them."""
-    from slipway.core.testing import environment, loopback_s3
+    from tests.support.inputs import environment, loopback_s3
 
     print("in process (every step, to make the inputs of the next):", flush=True)
     local = bench(sizes, ["ingest", *BEAM_STEPS[:2], "train", BEAM_STEPS[2]], workdir, [])

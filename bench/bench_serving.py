@@ -51,11 +51,12 @@ QUIET_CORES = 0.05  # what other processes may use while the bench waits for a q
 
 
 def make_base(workdir: Path) -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, from the checkout
     from slipway.components.transform.executor import run as transform
-    from slipway.core import testing
     from slipway.serving import testing as serving_testing
+    from tests.support import inputs
 
-    made = testing.make_inputs(workdir)
+    made = inputs.make_inputs(workdir)
     transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(workdir / "graph"),
               str(workdir / "transformed"))
     model_dir = serving_testing.train_model(workdir, made)

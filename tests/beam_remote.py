@@ -36,7 +36,7 @@ def prism_binary() -> Path:
 
 
 def _free_port() -> int:
-    from slipway.core.testing import free_port
+    from tests.support.inputs import free_port
 
     return free_port()
 

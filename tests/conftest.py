@@ -39,7 +39,7 @@ def quickstart(tmp_path_factory) -> tuple[Path, dict, object]:
     (tests/test_images.py) and the notebook's test share this one run. Returns (workdir, summary, notebook)."""
     import json
 
-    from slipway.core.testing import execute_notebook
+    from tests.support.inputs import execute_notebook
 
     workdir = tmp_path_factory.mktemp("taxi") / "out"
     notebook = execute_notebook(ROOT / "notebooks" / "quickstart.ipynb", tmp_path_factory.mktemp("jupyter"),
@@ -87,15 +87,15 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def apiserver():
-    """A real kube-apiserver v1.32 + etcd on 127.0.0.1 for the session (slipway.core.testing_apiserver; the binaries
+    """A real kube-apiserver v1.32 + etcd on 127.0.0.1 for the session (tests.support.kube_apiserver; the binaries
     are built and cached first if this machine has none) with the MPIJob, Katib and KServe CRDs Established, and
     the namespace kubeflow-user-example-com holding manifests/overlays/kubeflow-profile (ServiceAccount, Role,
     RoleBinding, Secret). Tests share it: they use unique object names and delete what they create."""
-    from slipway.core import testing_apiserver
     from slipway.core.kube import upstream
+    from tests.support import kube_apiserver
 
     crds = [upstream.path(name) for name in APISERVER_CRDS.values()]
-    with testing_apiserver.running() as server:
+    with kube_apiserver.running() as server:
         # create, not apply: apply's last-applied annotation would exceed the annotation size limit (MPIJob CRD)
         server.kubectl("create", *(arg for path in crds for arg in ("-f", str(path))))
         server.wait_established(*APISERVER_CRDS, timeout=60)  # kubectl wait --for condition=established, retried
@@ -107,23 +107,23 @@ def apiserver():
 
 @pytest.fixture(scope="session")
 def kfp(built, tmp_path_factory):
-    """The real single-node KFP (.ci/kfp-cluster, slipway.core.testing_kfp_cluster.start), shared by the KFP and
+    """The real single-node KFP (.ci/kfp-cluster, tests.support.kfp_cluster.start), shared by the KFP and
     operator tiers; taken down at the end unless SLIPWAY_KEEP_KFP_CLUSTER=1 (to look at it afterwards)."""
-    from slipway.core import testing_kfp_cluster
+    from tests.support import kfp_cluster
 
-    yield testing_kfp_cluster.start(built, tmp_path_factory.mktemp("kfp"))
+    yield kfp_cluster.start(built, tmp_path_factory.mktemp("kfp"))
     if os.environ.get("SLIPWAY_KEEP_KFP_CLUSTER") != "1":
         # after every tier's pipeline runs: no process of the cluster left (issue 46), each pod stopped through
         # the CRI (none left for down's last sweep to kill)
-        stopped = testing_kfp_cluster.stop()
+        stopped = kfp_cluster.stop()
         assert "stopped" in stopped.stderr and "down killed" not in stopped.stderr, stopped.stderr[-2000:]
 
 
 @pytest.fixture(scope="session")
 def built(tmp_path_factory):
-    """The runtime, trainer and serving images, pushed to a registry on loopback (slipway.core.testing_images):
+    """The runtime, trainer and serving images, pushed to a registry on loopback (tests.support.images):
     shared by the in-image tests and the real-KFP tier."""
-    from slipway.core.testing_images import built_images
+    from tests.support.images import built_images
 
     yield from built_images(tmp_path_factory.mktemp("images"))
 

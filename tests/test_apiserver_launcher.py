@@ -22,8 +22,8 @@ from slipway.components.deploy import inference_service  # noqa: F401  (register
 from slipway.components.tune import cluster as cluster_backend
 from slipway.components.tune import katib, katib_results
 from slipway.core.kube import launcher
-from slipway.core.testing_apiserver import service_account_username
 from slipway.core.training import mpijob
+from tests.support.kube_apiserver import service_account_username
 
 pytestmark = pytest.mark.apiserver
 

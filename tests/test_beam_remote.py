@@ -43,7 +43,7 @@ THRESHOLDS = {"thresholds": {"auc": {"lower_bound": 0.5}}}
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, loopback_s3_env):
     """The object store, the remote runner, and the taxi data ingested (in process: ingest does not use Beam)."""
-    from slipway.core.testing import environment
+    from tests.support.inputs import environment
 
     root = tmp_path_factory.mktemp("beam-remote")
     hidden = _hidden_from_workers(tmp_path_factory.getbasetemp())

@@ -1,5 +1,5 @@
 """`slipway upload | submit | schedule | schedules | unschedule` through the real kfp.Client against a loopback KFP API
-server that checks every request and response against the published v2beta1 API (slipway/core/testing_kfp.py)."""
+server that checks every request and response against the published v2beta1 API (tests/support/kfp_server.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ import yaml
 from kfp.client import Client
 
 from slipway.cli import main
-from slipway.core import testing_kfp
-from slipway.core.testing_kfp import ApiViolation, Identity
 from slipway.delivery import commands, connection, remote
 from slipway.delivery.cli import DEFAULT_PIPELINE
 from slipway.delivery.cron import check_cron
 from slipway.delivery.package import SAFE_LOADER, check_parameters, git_commit, parse_parameters, read_package
+from tests.support import kfp_server
+from tests.support.kfp_server import ApiViolation, Identity
 
 ROOT = Path(__file__).resolve().parents[1]
 TABULAR = ROOT / "pipelines" / "tabular_pipeline.yaml"
@@ -43,7 +43,7 @@ def environment(monkeypatch, tmp_path):
 
 @pytest.fixture
 def kfp():
-    with testing_kfp.running() as server:
+    with kfp_server.running() as server:
         yield server
 
 
@@ -229,7 +229,7 @@ def test_parameters_are_checked_before_anything_is_created(kfp, capsys):
 
 
 def test_schedule_notes_that_kfp_before_2_5_picks_the_newest_version_once(capsys):
-    with testing_kfp.running(tag_name="2.4.0") as server:
+    with kfp_server.running(tag_name="2.4.0") as server:
         version = uploaded(server, capsys)
         assert run(server, "schedule", "--experiment", "nightly", "--cron", "0 0 3 * * *", *REQUIRED) == 0
     out = capsys.readouterr().out
@@ -347,7 +347,7 @@ def test_host_missing_or_unreachable_is_one_line(capsys):
 
 
 def multi_user(**identities: Identity):
-    return testing_kfp.running(identities={TOKEN: Identity("alice", {"team-a": "edit"}), **identities},
+    return kfp_server.running(identities={TOKEN: Identity("alice", {"team-a": "edit"}), **identities},
                                multi_user=True)
 
 
@@ -440,7 +440,7 @@ def test_the_token_appears_in_no_output_or_log(capsys, caplog, tmp_path, monkeyp
         closed = f"http://127.0.0.1:{sock.getsockname()[1]}"
     # the server names the user in its messages: here the user is the token itself, so redaction is tested too
     with multi_user(**{TOKEN: Identity(TOKEN, {"team-a": "edit"})}) as kfp, \
-            testing_kfp.running(identities={}, multi_user=True) as refusing:
+            kfp_server.running(identities={}, multi_user=True) as refusing:
         monkeypatch.setattr(commands, "POLL_FIRST_S", 0.001)
         for source in ({"env": TOKEN}, {"file": token_file}):
             monkeypatch.delenv(connection.TOKEN_ENV, raising=False)
@@ -526,7 +526,7 @@ def test_version_names_and_parameters(tmp_path, monkeypatch):
 
 
 def test_the_fake_server_fails_the_test_on_a_request_outside_the_api():
-    with pytest.raises(ApiViolation, match="bogus"), testing_kfp.running() as server:
+    with pytest.raises(ApiViolation, match="bogus"), kfp_server.running() as server:
         request = urllib.request.Request(f"{server.url}/apis/v2beta1/runs", method="POST",
                                          data=json.dumps({"display_name": 5, "bogus": 1}).encode(),
                                          headers={"Content-Type": "application/json"})

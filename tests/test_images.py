@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from slipway.core.testing import free_port
-from slipway.core.testing_images import BASE_IMAGE, podman, slipway
 from slipway.core.training.trainer_command import TrainerCommand
 from slipway.images import ROOT
+from tests.support.images import BASE_IMAGE, podman, slipway
+from tests.support.inputs import free_port
 
 pytestmark = pytest.mark.slow
 IMAGE_USER = 1000

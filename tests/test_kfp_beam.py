@@ -16,8 +16,8 @@ import os
 
 import pytest
 
-from slipway.core.testing_kfp_cluster import S3_KEY, TAXI_PARAMS, final_state, step_log
 from tests import beam_remote
+from tests.support.kfp_cluster import S3_KEY, TAXI_PARAMS, final_state, step_log
 
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster, pytest.mark.skipif(
     os.environ.get("SLIPWAY_KFP_BEAM") != "1", reason="by hand: SLIPWAY_KFP_BEAM=1 (outside the CI budget)")]

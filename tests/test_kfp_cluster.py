@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from slipway.core.testing_kfp_cluster import (
+from tests.support.kfp_cluster import (
     NAMESPACE,
     ROOT,
     TAXI_PARAMS,
@@ -211,7 +211,7 @@ def ui_properties(artifact) -> dict:
     """An artifact's custom properties as the KFP UI reads them back from ML Metadata (KFP's own left out)."""
     from google.protobuf import json_format
 
-    from slipway.core.testing_kfp_ui import LAUNCHER_PROPERTIES
+    from tests.support.kfp_ui import LAUNCHER_PROPERTIES
 
     values = {}
     for key, value in artifact.custom_properties.items():
@@ -227,7 +227,7 @@ def test_the_runs_visualizations_keep_the_shapes_the_kfp_ui_reads(kfp, first_run
     """The contract tests/test_kfp_ui.py checks on kfp.local, here on what KFP's launcher recorded for the run: the
     metrics table, confusion matrix and ROC points from ML Metadata, the HTML and Markdown files from the object
     store at the artifacts' URIs."""
-    from slipway.core.testing_kfp_ui import check_artifact
+    from tests.support.kfp_ui import check_artifact
 
     _, run_id = first_run
     _, artifacts = kfp_records(kfp, run_id)
@@ -249,7 +249,7 @@ def test_what_the_kfp_ui_reads_of_a_run_names_our_records_walks_to_the_raw_data_
     raw CSV through KFP's records; every output that is one object (metrics, reports) answers the preview's read of
     its URI (its server reads exactly that key); the reports name URIs, not the pod's mount paths."""
     from slipway.core.lineage.mlmd import IMPORT_TYPE
-    from slipway.core.testing_kfp_ui import ui_unnamed, ui_upstream
+    from tests.support.kfp_ui import ui_unnamed, ui_upstream
 
     _, run_id = first_run
     store = mlmd(kfp)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from slipway.components.deploy import inference_service
-from slipway.core.testing_kfp_cluster import NAMESPACE, TAXI_PARAMS, final_state, step_log
+from tests.support.kfp_cluster import NAMESPACE, TAXI_PARAMS, final_state, step_log
 
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster, pytest.mark.skipif(
     os.environ.get("KFP_CLUSTER_KSERVE") == "0", reason="KFP_CLUSTER_KSERVE=0: the cluster starts without KServe")]
@@ -222,7 +222,7 @@ def _one_example() -> str:
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
 
-    from slipway.core.testing_kfp_cluster import ROOT
+    from tests.support.kfp_cluster import ROOT
 
     schema = text_format.Parse((ROOT / "pipelines" / "modules" / "taxi_schema.pbtxt").read_text(), schema_pb2.Schema())
     types = {feature.name: feature.type for feature in schema.feature}

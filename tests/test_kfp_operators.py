@@ -22,8 +22,8 @@ import pytest
 
 from pipelines.training import IMAGES, TABULAR_TUNED
 from slipway.core.kube.launcher import TASK_LABEL
-from slipway.core.testing_kfp_cluster import NAMESPACE, TAXI_PARAMS, Kfp, final_state, kfp_records, step_log
 from slipway.delivery.commands import FINAL_STATES
+from tests.support.kfp_cluster import NAMESPACE, TAXI_PARAMS, Kfp, final_state, kfp_records, step_log
 
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster]
 

@@ -1,6 +1,6 @@
 """What the KFP UI shows: input and output descriptions, and the visualization artifacts' shapes.
 
-The shapes are the contract in slipway/core/testing_kfp_ui.py (what KFP's launcher records and its frontend reads),
+The shapes are the contract in tests/support/kfp_ui.py (what KFP's launcher records and its frontend reads),
 checked here on kfp.local's executor outputs and in tests/test_kfp_cluster.py on a real KFP run's ML Metadata.
 """
 
@@ -14,7 +14,7 @@ import docstring_parser
 import pytest
 import yaml
 
-from slipway.core.testing_kfp_ui import ContractError, check_artifact
+from tests.support.kfp_ui import ContractError, check_artifact
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPONENT_FILES = sorted(ROOT.glob("components/*/component.yaml"))
@@ -169,7 +169,7 @@ def test_every_lineage_record_of_a_real_run_has_the_name_and_date_the_kfp_ui_lis
     from ml_metadata.metadata_store import metadata_store
 
     from slipway.core.lineage.mlmd import sqlite_config
-    from slipway.core.testing_kfp_ui import ui_artifact_name, ui_unnamed, ui_upstream
+    from tests.support.kfp_ui import ui_artifact_name, ui_unnamed, ui_upstream
 
     workdir, summary = taxi_run
     store = metadata_store.MetadataStore(sqlite_config(str(workdir / "metadata.sqlite")))

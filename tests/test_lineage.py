@@ -128,7 +128,7 @@ def test_kfps_records_of_the_same_uris_join_ours_in_one_graph_the_ui_names_and_w
     """On KFP our steps and its launcher record the same URIs: one graph, walked from KFP's model to the raw file as
     the UI's Lineage Explorer walks it (events, by ids), every record named and dated as its lists show them; what
     `slipway lineage` answers is the same as in a store without KFP's records."""
-    from slipway.core.testing_kfp_ui import ui_unnamed, ui_upstream
+    from tests.support.kfp_ui import ui_unnamed, ui_upstream
 
     def story(path: Path, with_kfp: bool):
         store = lineage.open_store(lineage.sqlite_uri(path))

@@ -12,9 +12,9 @@ import pytest
 from slipway import cli
 from slipway.core import lineage
 from slipway.core.lineage.test_mlflow import MLFLOW_VARIABLES, artifact_files, metrics, runs_of, tags
-from slipway.core.testing import free_port
-from slipway.core.testing_mlflow import mlflow_server
 from tests.conftest import BLOBS_MODULE, write_blobs_csv
+from tests.support.inputs import free_port
+from tests.support.mlflow_server import mlflow_server
 
 
 @pytest.fixture(autouse=True)

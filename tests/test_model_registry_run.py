@@ -1,5 +1,5 @@
 """`slipway run --model-registry`: the demo pipeline through kfp.local registers the deployed version in a Model
-Registry (the loopback one, held to the official client's contract: slipway.core.testing_model_registry), and the
+Registry (the loopback one, held to the official client's contract: tests.support.model_registry_server), and the
 next run's resolve_baseline takes that version as its baseline."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from slipway import cli
-from slipway.core import testing_model_registry
 from slipway.core.lineage import model_registry
 from tests.conftest import BLOBS_MODULE, write_blobs_csv
+from tests.support import model_registry_server
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def test_a_run_with_a_model_registry_registers_the_deployed_version(tmp_path: Path, capsys):
     data = write_blobs_csv(tmp_path / "blobs.csv")
     workdir = tmp_path / "out"
-    with testing_model_registry.running() as server:
+    with model_registry_server.running() as server:
         code = cli.main(["run", "--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE),
                          "--workdir", str(workdir), "--key", "id", "--deploy", "push",
                          "--model-registry", server.url])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 
-from slipway.core.testing import execute_notebook
+from tests.support.inputs import execute_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -67,14 +67,14 @@ def texts(notebook) -> dict[str, str]:
 def test_cluster_notebook_uploads_submits_and_schedules_through_the_kfp_api(tmp_path, monkeypatch):
     """cluster.ipynb against a loopback KFP API server (every request and answer checked against KFP's published
     API document), as a user of the profile namespace with a bearer token."""
-    from slipway.core import testing_kfp
+    from tests.support import kfp_server
 
     token, namespace = "notebook-user-token-3f9c", "kubeflow-user-example-com"
-    identities = {token: testing_kfp.Identity("user@example.com", {namespace: "edit"})}
+    identities = {token: kfp_server.Identity("user@example.com", {namespace: "edit"})}
     monkeypatch.setenv("SLIPWAY_KFP_TOKEN", token)
     monkeypatch.setenv("SLIPWAY_NOTEBOOK_WORKDIR", str(tmp_path / "work"))
     monkeypatch.delenv("SLIPWAY_KFP_NAMESPACE", raising=False)
-    with testing_kfp.running(identities=identities, multi_user=True) as server:
+    with kfp_server.running(identities=identities, multi_user=True) as server:
         monkeypatch.setenv("KF_PIPELINES_ENDPOINT", server.url)
         notebook = execute_notebook(NOTEBOOKS / "cluster.ipynb", tmp_path / "jupyter", {}, CELL_TIMEOUT_S)
         assert errors(notebook) == []

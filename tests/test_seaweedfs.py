@@ -1,5 +1,5 @@
 """Slipway's object-store paths against both S3 servers a Kubeflow install gives it: SeaweedFS (KFP 2.15+'s store,
-the real `weed` built by .ci/seaweedfs/build, slipway.core.testing_seaweedfs) and moto (what the other storage
+the real `weed` built by .ci/seaweedfs/build, tests.support.seaweedfs) and moto (what the other storage
 tests run, standing in for MinIO). The same checks run on each (parametrized), as a cluster step would use the
 store: the S3 settings in the environment as the object-store Secret gives them (S3_ENDPOINT, AWS_REGION,
 S3_USE_HTTPS, credentials), artifacts written and read through slipway.core.storage (tf.io.gfile over
@@ -34,12 +34,12 @@ SERVERS = [pytest.param("moto"), pytest.param("seaweedfs", marks=pytest.mark.sea
 
 @pytest.fixture(scope="module")
 def seaweedfs_env():
-    from slipway.core import testing_seaweedfs
+    from tests.support import seaweedfs
 
-    if not testing_seaweedfs.built() and os.environ.get("CI") != "true":
+    if not seaweedfs.built() and os.environ.get("CI") != "true":
         pytest.skip("SeaweedFS's weed is not built on this machine (bash .ci/seaweedfs/build: ~10 min cold on 2 "
                     "cores); CI builds it and fails instead of skipping")
-    with testing_seaweedfs.running(BUCKET) as env:
+    with seaweedfs.running(BUCKET) as env:
         yield env
 
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from slipway import cli
-from slipway.core.testing import free_port
 from slipway.serving import process, testing
+from tests.support.inputs import free_port
 
 NAME = "blobs"
 

@@ -24,7 +24,7 @@ SEAWEEDFS_PORTS="19333 19380 19388 29383"
 MLMD_PORT=8080
 KFP_NAMESPACE=kubeflow
 # moto accepts any key, SeaweedFS only this one (its one identity); KFP's Secret and config carry it. A loopback
-# test identity, not a credential (slipway.core.testing_kfp_cluster.S3_KEY signs with it too)
+# test identity, not a credential (tests.support.kfp_cluster.S3_KEY signs with it too)
 S3_KEY=slipway-cluster
 KFP_DAEMONS="mariadb object-store mlmd kfp-apiserver kfp-persistence-agent kfp-scheduledworkflow"
 DAEMONS="$K8S_DAEMONS $KFP_DAEMONS"

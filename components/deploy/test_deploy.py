@@ -274,10 +274,10 @@ def test_the_smoke_line_names_the_likeliest_class_of_a_model_with_named_classes(
 
 
 def test_a_deployed_version_is_registered_in_the_model_registry_once(trained, tmp_path: Path, capsys):
-    from slipway.core import testing_model_registry
+    from tests.support import model_registry_server
 
     base = str(tmp_path / "serving" / "synthetic")
-    with testing_model_registry.running() as registry:
+    with model_registry_server.running() as registry:
         kwargs = {"backend": "push", "model_registry": registry.url, "run_id": "run-1",
                   "pipeline": "slipway-tabular", "kfp_run_id": "kfp-run-1"}
         record = _deploy(trained, tmp_path, base, **kwargs)
@@ -329,11 +329,11 @@ def test_a_registry_that_does_not_answer_fails_before_anything_is_pushed(trained
 def test_a_failed_registration_fails_the_step_and_takes_the_version_out(trained, tmp_path: Path):
     """Another base already registered version 1 of the model for another URI: the step fails in one line and the
     version it pushed leaves the base, as after a failed serve."""
-    from slipway.core import testing_model_registry
     from slipway.core.lineage import model_registry
+    from tests.support import model_registry_server
 
     base = str(tmp_path / "serving" / "synthetic")
-    with testing_model_registry.running() as registry:
+    with model_registry_server.running() as registry:
         model_registry.connect(registry.url, token="").register("synthetic", "1", "s3://other/synthetic/1")
         with pytest.raises(SlipwayError) as failure:
             _deploy(trained, tmp_path, base, backend="push", model_registry=registry.url)

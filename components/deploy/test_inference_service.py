@@ -21,8 +21,8 @@ from slipway.components.deploy.inference_service import ServingSettings, parse_s
 from slipway.core.errors import SlipwayError
 from slipway.core.kube import cluster, launcher, upstream
 from slipway.core.kube.launcher.test_launcher import PodKilled, isvc_status
-from slipway.core.testing_launcher import FakeApiServer
 from slipway.render import add_render_parser, crd_validator, run_render
+from tests.support.fake_apiserver import FakeApiServer
 
 S3_BASE = "s3://mlpipeline/serving/taxi"
 

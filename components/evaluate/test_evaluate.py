@@ -19,7 +19,7 @@ import slipway  # noqa: F401
 from components.evaluate import report
 from components.evaluate.executor import run, settings_of
 from slipway.core.errors import SlipwayError
-from slipway.core.testing import write_examples
+from tests.support.inputs import write_examples
 
 N_EVAL = 120
 COLUMNS = {"x1": "float", "x2": "float", "color": "string", "label": "int"}
@@ -203,7 +203,7 @@ def test_change_threshold_against_better_baseline(world):
 
 def test_an_object_store_baseline_is_read_and_reported_by_its_uri(world, loopback_s3_env, tmp_path):
     from slipway.core import storage
-    from slipway.core.testing import environment
+    from tests.support.inputs import environment
 
     with environment(loopback_s3_env):
         storage.copy_tree(world["good"], "s3://slipway-test/run/train/model")

@@ -18,7 +18,7 @@ import slipway  # noqa: F401
 from components.evaluate.executor import run
 from slipway.core.artifacts import write_json
 from slipway.core.errors import SlipwayError
-from slipway.core.testing import write_examples
+from tests.support.inputs import write_examples
 
 N_EVAL = 90
 COLUMNS = {"x1": "float", "x2": "float", "color": "string", "y": "float"}

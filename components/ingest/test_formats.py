@@ -260,7 +260,7 @@ def test_bad_cifar_batches_name_the_file(case: str, cifar: Path, tmp_path: Path)
 
 
 def example_bytes(**values) -> bytes:
-    from slipway.core.testing import example_from_row
+    from tests.support.inputs import example_from_row
 
     return example_from_row(values).SerializeToString()
 

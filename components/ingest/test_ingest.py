@@ -180,7 +180,7 @@ def test_missing_key_column(csv_file: Path, tmp_path: Path):
 def test_object_store_data_reads_like_the_local_file_and_is_named_by_its_uri(csv_file: Path, tmp_path: Path,
                                                                               loopback_s3_env):
     from slipway.core import storage
-    from slipway.core.testing import environment
+    from tests.support.inputs import environment
 
     local = executor.run(str(csv_file), str(tmp_path / "local"), "label")
     (tmp_path / "raw").mkdir()

@@ -107,7 +107,7 @@ def test_string_labels_stay_classification_and_regression_on_them_fails(tmp_path
 def test_tfrecord_float_labels_are_regression_and_int_labels_can_be(tmp_path: Path):
     import tensorflow as tf
 
-    from slipway.core.testing import example_from_row
+    from tests.support.inputs import example_from_row
 
     records = [example_from_row({"id": i, "x": i * 0.5, "y": i * 0.75}).SerializeToString() for i in range(60)]
     path = tmp_path / "floats.tfrecord"

@@ -67,12 +67,12 @@ def test_a_path_that_is_not_a_saved_model_is_one_clear_line(store_uri: str, tmp_
 
 
 def test_with_a_model_registry_auto_is_its_newest_registered_version(store_uri: str, tmp_path: Path):
-    from slipway.core import testing_model_registry
     from slipway.core.lineage import model_registry
+    from tests.support import model_registry_server
 
     store = lineage.open_store(store_uri)
     _bless(store, "r1", tmp_path / "lineage-model")  # the lineage store is not asked when a registry is set
-    with testing_model_registry.running() as server:
+    with model_registry_server.running() as server:
         taxi = {"pipeline_name": "demo", "lineage_store": store_uri, "model_registry": server.url, "model_name": "taxi"}
         first = resolve(baseline_model="auto", **taxi)
         assert first.uri == "" and first.reason == (f"no version of model taxi in the model registry at "

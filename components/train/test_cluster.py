@@ -14,8 +14,8 @@ from slipway.components.train import cluster, distributed
 from slipway.core.errors import SlipwayError
 from slipway.core.kube import launcher, upstream
 from slipway.core.kube.cluster import gfile_uri, parse_config
-from slipway.core.testing_launcher import TESTDATA
 from slipway.render import crd_validator
+from tests.support.fake_apiserver import TESTDATA
 
 STATUS = TESTDATA / "mpijob_succeeded.json"
 

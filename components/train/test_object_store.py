@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from slipway.core import storage
-from slipway.core import testing as testdata
 from slipway.core.artifacts import examples_meta, split_files
-from slipway.core.testing import environment
+from tests.support import inputs as testdata
+from tests.support.inputs import environment
 
 BUCKET = "s3://slipway-test"
 
@@ -54,7 +54,7 @@ def test_trainer_entry_point_trains_from_and_exports_to_s3(s3_inputs, tmp_path: 
 
     import tensorflow as tf
 
-    from slipway.core.testing import example_from_row
+    from tests.support.inputs import example_from_row
 
     serve = tf.saved_model.load(str(local)).signatures["serving_default"]
     rows = testdata.rows(4, num_classes=3, seed=9)

@@ -13,7 +13,7 @@ import slipway  # noqa: F401
 from slipway.components.train import executor as train
 from slipway.components.transform import executor as transform
 from slipway.core.artifacts import SCHEMA_FILE
-from slipway.core.testing import example_from_row, write_examples
+from tests.support.inputs import example_from_row, write_examples
 
 TAXI_MODULE = Path(__file__).resolve().parents[2] / "pipelines" / "modules" / "taxi.py"
 LABEL = "big_tipper"

@@ -8,10 +8,10 @@ import pytest
 import slipway  # noqa: F401
 from slipway.components.train.executor import run
 from slipway.components.train.model_module import resolve_hyperparameters
-from slipway.core import testing as testdata
 from slipway.core.errors import SlipwayError
 from slipway.core.modules import load_module
-from slipway.core.testing import example_from_row
+from tests.support import inputs as testdata
+from tests.support.inputs import example_from_row
 
 
 @pytest.fixture(scope="module")

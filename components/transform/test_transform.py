@@ -6,9 +6,9 @@ import pytest
 
 import slipway  # noqa: F401
 from slipway.components.transform.executor import run
-from slipway.core import testing as testdata
 from slipway.core.artifacts import examples_meta, split_files, split_names
 from slipway.core.errors import SlipwayError
+from tests.support import inputs as testdata
 
 
 @pytest.fixture(scope="module")

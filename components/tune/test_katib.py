@@ -19,10 +19,10 @@ from slipway.components.tune.katib import TrialSettings, render_experiment
 from slipway.components.tune.katib_admission import admission_errors
 from slipway.core.errors import SlipwayError
 from slipway.core.kube import launcher, upstream
-from slipway.core.testing_launcher import FakeApiServer
 from slipway.core.training import mpijob, mpijob_checks
 from slipway.core.training.mpijob import ObjectStore, Pvc
 from slipway.render import add_render_parser, crd_validator, run_render
+from tests.support.fake_apiserver import FakeApiServer
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

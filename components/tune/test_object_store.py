@@ -21,8 +21,8 @@ from slipway.components.tune import executor, katib, katib_results
 from slipway.components.tune import search_spec as tune_spec
 from slipway.core import storage
 from slipway.core.kube import client as kube
-from slipway.core.testing import environment
 from slipway.core.training import mpijob
+from tests.support.inputs import environment
 
 BUCKET = "slipway-test"
 RUN = f"{BUCKET}/tune-run"

@@ -13,7 +13,7 @@ import pytest
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS first)
 from slipway.components.validate import executor
 from slipway.core.errors import SlipwayError, ValidationFailed
-from slipway.core.testing import write_examples
+from tests.support.inputs import write_examples
 
 COLUMNS = {"trips": "int", "fare": "float", "company": "string", "label": "int"}
 COMPANIES = ["Acme", "Blue", "City"]

@@ -133,7 +133,7 @@ def test_a_failed_kfp_task_exits_with_who_should_act(tmp_path: Path, error: str,
 
 
 def test_the_lineage_store_parameter_names_a_grpc_mlmd_server(tmp_path: Path, monkeypatch, capsys):
-    from slipway.core.testing import mlmd_grpc_server
+    from tests.support.inputs import mlmd_grpc_server
 
     monkeypatch.delenv(lineage.ENV_STORE, raising=False)
     monkeypatch.setenv(lineage.ENV_RUN_ID, "run-7")
@@ -155,7 +155,7 @@ def test_without_a_store_the_step_runs_and_says_so_once(monkeypatch, capsys):
 
 def test_an_unreachable_store_fails_the_step_before_its_work(monkeypatch):
     from slipway.core.errors import InfrastructureError
-    from slipway.core.testing import free_port
+    from tests.support.inputs import free_port
 
     worked = []
     with (pytest.raises(InfrastructureError, match=r"^lineage store grpc://127.0.0.1:\d+: not reachable"),

@@ -388,7 +388,7 @@ def test_an_object_store_base_is_served_as_a_kserve_pod_serves_it(tmp_path, serv
     our ClusterServingRuntime runs. Its import of tensorflow-io once failed there (TF_USE_LEGACY_KERAS without
     tf-keras), so no KServe predictor of ours could load a model."""
     from slipway.core.artifacts import sha256_tree
-    from slipway.core.testing import environment
+    from tests.support.inputs import environment
 
     base = "s3://slipway-test/serving/pinned"
     with environment(loopback_s3_env):

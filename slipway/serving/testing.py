@@ -13,7 +13,7 @@ from pathlib import Path
 from slipway.core.artifacts import sha256_tree
 from slipway.serving import layout
 
-# Rows of the synthetic problem (slipway.core.testing): x is an optional float, cat a string, n an int. The third
+# Rows of the synthetic problem (tests.support.inputs): x is an optional float, cat a string, n an int. The third
 # row lacks x and carries an unseen category, so missing markers and out-of-vocabulary values are both exercised.
 ROWS = [
     {"x": 3.0, "cat": "b", "n": 4},
@@ -53,7 +53,7 @@ def push_copy(model_dir: Path, base: str) -> int:
 
 def serialized_examples(rows: list[dict]) -> list[bytes]:
     """tf.Example bytes of rows (missing values left out), what serving_default takes."""
-    from slipway.core.testing import example_from_row
+    from tests.support.inputs import example_from_row
 
     return [example_from_row(row).SerializeToString() for row in rows]
 

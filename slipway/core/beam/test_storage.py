@@ -12,7 +12,7 @@ from slipway.core import beam
 from slipway.core.beam import storage as beam_storage
 from slipway.core.beam import worker as beam_worker
 from slipway.core.errors import SlipwayError
-from slipway.core.testing import environment
+from tests.support.inputs import environment
 
 REMOTE = ["--runner=PortableRunner", "--job_endpoint=flink:8099", "--environment_type=EXTERNAL",
           "--environment_config=localhost:50000"]

@@ -18,8 +18,8 @@ from slipway.core import lineage
 from slipway.core.errors import InfrastructureError, SlipwayError
 from slipway.core.lineage import ArtifactRecord, StepRecord
 from slipway.core.lineage.mlflow import CUT, MAX_PARAM_CHARS
-from slipway.core.testing import free_port
-from slipway.core.testing_mlflow import mlflow_server
+from tests.support.inputs import free_port
+from tests.support.mlflow_server import mlflow_server
 
 MLFLOW_VARIABLES = ("MLFLOW_RUN_ID", "MLFLOW_EXPERIMENT_ID", "MLFLOW_EXPERIMENT_NAME", "MLFLOW_TRACKING_URI",
                     "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")

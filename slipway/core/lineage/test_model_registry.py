@@ -1,4 +1,4 @@
-"""The Model Registry client against the loopback Model Registry (slipway.core.testing_model_registry), whose every
+"""The Model Registry client against the loopback Model Registry (tests.support.model_registry_server), whose every
 request and answer is checked against the contract derived from the official client `model-registry`; and the
 official client itself reading back, through the same server, what ours registered."""
 
@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from slipway.core import testing_model_registry
 from slipway.core.errors import EXIT_INFRASTRUCTURE_ERROR, SlipwayError
 from slipway.core.lineage import model_registry
+from tests.support import model_registry_server
 
 TOKEN = "tok-3f1d9c0e-never-printed"
 PROPERTIES = {"auc": 0.91, "binary_accuracy": 0.84, "slipway_run_id": "run-1", "slipway_pipeline": "slipway-tabular",
@@ -21,8 +21,8 @@ PROPERTIES = {"auc": 0.91, "binary_accuracy": 0.84, "slipway_run_id": "run-1", "
 
 
 @pytest.fixture(scope="module")
-def contract() -> testing_model_registry.Contract:
-    return testing_model_registry.Contract.load()
+def contract() -> model_registry_server.Contract:
+    return model_registry_server.Contract.load()
 
 
 def _register(registry, version: str = "1", uri: str = "s3://models/taxi/1", **kwargs):
@@ -30,7 +30,7 @@ def _register(registry, version: str = "1", uri: str = "s3://models/taxi/1", **k
 
 
 def test_a_version_is_registered_with_its_artifact_format_and_properties(contract):
-    with testing_model_registry.running(contract=contract) as server:
+    with model_registry_server.running(contract=contract) as server:
         registry = model_registry.connect(server.url, token="")
         registered = _register(registry)
         assert registered.created
@@ -50,7 +50,7 @@ def test_a_version_is_registered_with_its_artifact_format_and_properties(contrac
 
 
 def test_registering_again_creates_nothing_and_another_uri_for_a_version_is_one_line(contract):
-    with testing_model_registry.running(contract=contract) as server:
+    with model_registry_server.running(contract=contract) as server:
         registry = model_registry.connect(server.url, token="")
         first = _register(registry)
         again = _register(registry)
@@ -68,7 +68,7 @@ def test_registering_again_creates_nothing_and_another_uri_for_a_version_is_one_
 
 
 def test_a_half_registered_version_gets_its_artifact_and_a_concurrent_create_is_found(contract):
-    with testing_model_registry.running(contract=contract) as server:
+    with model_registry_server.running(contract=contract) as server:
         registry = model_registry.connect(server.url, token="")
         model = registry._call("POST", "/registered_models", body={"name": "taxi"})
         registry._call("POST", "/model_versions", body={"name": "1", "registeredModelId": model["id"]})
@@ -81,7 +81,7 @@ def test_a_half_registered_version_gets_its_artifact_and_a_concurrent_create_is_
 
 
 def test_the_newest_live_version_is_the_latest(contract):
-    with testing_model_registry.running(contract=contract) as server:
+    with model_registry_server.running(contract=contract) as server:
         registry = model_registry.connect(server.url, token="")
         assert registry.latest_version("taxi") is None
         for version in ("1", "2", "3"):
@@ -151,7 +151,7 @@ def test_nothing_answering_and_a_server_that_is_no_registry_are_one_line():
 
 
 def test_the_token_is_sent_from_the_environment_and_never_shown(contract, monkeypatch, tmp_path, capsys):
-    with testing_model_registry.running(token=TOKEN, contract=contract) as server:
+    with model_registry_server.running(token=TOKEN, contract=contract) as server:
         monkeypatch.delenv(model_registry.TOKEN_ENV, raising=False)
         monkeypatch.delenv(model_registry.KFP_TOKEN_FILE_ENV, raising=False)
         monkeypatch.delenv(model_registry.TOKEN_FILE_ENV, raising=False)
@@ -176,8 +176,8 @@ def test_the_token_is_sent_from_the_environment_and_never_shown(contract, monkey
 
 
 def test_the_loopback_server_rejects_calls_outside_the_published_api(contract):
-    with (pytest.raises(testing_model_registry.ApiViolation) as violations,
-          testing_model_registry.running(contract=contract) as server):
+    with (pytest.raises(model_registry_server.ApiViolation) as violations,
+          model_registry_server.running(contract=contract) as server):
         registry = model_registry.Registry(server.url)
         with pytest.raises(SlipwayError, match="HTTP 400"):
             registry._call("POST", "/registered_models", body={"name": "taxi", "colour": "blue"})
@@ -208,11 +208,11 @@ print(json.dumps({"version": mv.name, "properties": mv.custom_properties, "uri":
 
 
 def test_the_official_client_reads_back_what_we_registered(contract):
-    with testing_model_registry.running(token=TOKEN, contract=contract) as server:
+    with model_registry_server.running(token=TOKEN, contract=contract) as server:
         registry = model_registry.connect(server.url, token=TOKEN)
         _register(registry)
         _register(registry, version="2", uri="s3://models/taxi/2")
-        done = subprocess.run([str(testing_model_registry.client_python()), "-c", READ_BACK, server.url, TOKEN,
+        done = subprocess.run([str(model_registry_server.client_python()), "-c", READ_BACK, server.url, TOKEN,
                                "taxi", "2"], capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stderr[-2000:]
     read = json.loads(done.stdout)

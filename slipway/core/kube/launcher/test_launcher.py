@@ -35,8 +35,8 @@ from slipway.core.errors import (
 from slipway.core.kube import client as kube
 from slipway.core.kube import launcher, upstream
 from slipway.core.kube.launcher import Poll, ResourceRef, StatusMatch
-from slipway.core.testing_launcher import TESTDATA, FakeApiServer, api_error, status
 from slipway.core.training import mpijob
+from tests.support.fake_apiserver import TESTDATA, FakeApiServer, api_error, status
 
 KSERVE_INFERENCE_SERVICE = inference_service.KSERVE_INFERENCE_SERVICE
 MPIJOB = mpijob.MPIJOB

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from slipway.core.testing import free_port
 from slipway.images import CONTAINERS_CONF, ROOT
+from tests.support.inputs import free_port
 
 BASE_IMAGE = os.environ.get("SLIPWAY_TEST_BASE_IMAGE", "debian")  # no registry is reachable from CI
 

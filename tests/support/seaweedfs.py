@@ -44,7 +44,7 @@ def binary() -> Path:
 
 def _free_ports(count: int) -> list[int]:
     """Distinct free loopback ports: weed's gRPC ports default to HTTP port + 10000, so every one is given."""
-    from slipway.core.testing import free_port
+    from tests.support.inputs import free_port
 
     ports: set[int] = set()
     while len(ports) < count:
@@ -112,7 +112,7 @@ def _stop(process: subprocess.Popen) -> None:
 @contextlib.contextmanager
 def running(bucket: str = "slipway-test", weed: Path | None = None, timeout_s: float = 90.0) -> Iterator[dict]:
     """SeaweedFS on 127.0.0.1 with one bucket and a fresh identity; yields the environment S3 clients need (the
-    same keys as slipway.core.testing.loopback_s3, so a test can take either) plus SEAWEEDFS_LOG, the server's
+    same keys as tests.support.inputs.loopback_s3, so a test can take either) plus SEAWEEDFS_LOG, the server's
     output. The data folder and the identities file are removed afterwards."""
     weed = weed or binary()
     # A short path: the filer's and gateway's Unix sockets live here (a socket path is at most 107 bytes).

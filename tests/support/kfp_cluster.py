@@ -114,7 +114,7 @@ def with_built_images(source: Path, target: Path, built) -> Path:
 def start(built, folder: Path) -> Kfp:
     """KFP on this machine (.ci/kfp-cluster down, then up), Slipway's namespace objects applied in the KFP namespace
     (manifests/base: ServiceAccount, Role, RoleBinding, the object-store Secret filled here), the taxi CSV in the
-    object store, and the pipelines rewritten to this run's images (built: slipway.core.testing_images.Built)."""
+    object store, and the pipelines rewritten to this run's images (built: tests.support.images.Built)."""
     stopped = cluster("down")  # whatever a killed earlier run left
     assert stopped.returncode == 0, stopped.stderr[-3000:]
     started = cluster("up")

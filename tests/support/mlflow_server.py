@@ -43,7 +43,7 @@ def mlflow_server(folder: str | os.PathLike) -> Iterator[str]:
         (yields) host:port, e.g. for a store URI mlflow://host:port.
     """
     from slipway.core.lifecycle import die_with_parent
-    from slipway.core.testing import free_port
+    from tests.support.inputs import free_port
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
