@@ -54,11 +54,11 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(scope="session")
 def serving_model(tmp_path_factory, transformed_inputs):
     """A small trained SavedModel (the synthetic binary problem, 1 epoch) for the serving tests, trained once per
-    session; slipway.serving.testing.make_model_base puts it into a model base."""
-    from slipway.serving import testing
+    session; tests.support.serving.make_model_base puts it into a model base."""
+    from tests.support import serving
 
     root = tmp_path_factory.mktemp("serving_model")
-    return testing.train_model(root, transformed_inputs(root))
+    return serving.train_model(root, transformed_inputs(root))
 
 
 @pytest.fixture(scope="session")

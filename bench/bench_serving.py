@@ -42,6 +42,8 @@ from pathlib import Path
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support (the test helpers), from the checkout
+
 RESULTS = Path(__file__).with_name("RESULTS.md")
 NAME = "bench"
 TARGET_P99_OVERHEAD_MS = 2.0
@@ -51,10 +53,9 @@ QUIET_CORES = 0.05  # what other processes may use while the bench waits for a q
 
 
 def make_base(workdir: Path) -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support, from the checkout
     from slipway.components.transform.executor import run as transform
-    from slipway.serving import testing as serving_testing
     from tests.support import inputs
+    from tests.support import serving as serving_testing
 
     made = inputs.make_inputs(workdir)
     transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(workdir / "graph"),
@@ -430,7 +431,8 @@ def _header(args: argparse.Namespace, wrk: str | None) -> str:
 def main() -> None:
     parser = _parser()
     args = parser.parse_args()
-    from slipway.serving import layout, process, testing
+    from slipway.serving import layout, process
+    from tests.support import serving
 
     wrk = shutil.which("wrk") if args.load_generator != "python" else None
     if args.load_generator == "wrk" and not wrk:
@@ -444,7 +446,7 @@ def main() -> None:
     workdir = Path(tempfile.mkdtemp(prefix="slipway-bench-serving-"))
     base = args.model_base or make_base(workdir)
     version = layout.latest_version(base)
-    rows = testing.serialized_examples(testing.ROWS)
+    rows = serving.serialized_examples(serving.ROWS)
     server = process.start_server(base, NAME, log_file=str(workdir / "server.log"), workers=args.workers,
                                   fast_path=args.fast_path, tf_threads=args.tf_threads)
 

@@ -34,11 +34,11 @@ LIBRARIES = (
 
 def package_modules(packages: dict[str, Path]) -> dict[str, Path]:
     """Every module of the given packages (dotted name -> folder) by dotted name, without what the wheel leaves
-    out (setup.py: test_*.py, testing*.py, conftest.py) and the packages that never run in this image."""
+    out (setup.py: test_*.py, conftest.py) and the packages that never run in this image."""
     modules = {}
     for package, folder in packages.items():
         for path in sorted(folder.rglob("*.py")):
-            if path.name.startswith(("test_", "testing")) or path.name == "conftest.py":
+            if path.name.startswith("test_") or path.name == "conftest.py":
                 continue
             parts = [package, *path.relative_to(folder).with_suffix("").parts]
             if parts[-1] == "__init__":

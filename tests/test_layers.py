@@ -1,10 +1,12 @@
 """ARCHITECTURE.md's layers hold: every production module imports only its own layer and the layers above it in
-the table, components never import each other, and every layer the document names exists."""
+the table, components never import each other, and every layer the document names exists. No import cycle among
+slipway's modules, slipway/core's top level holds only what every step uses, and no test support lives in slipway/."""
 
 from __future__ import annotations
 
 import ast
 import re
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +32,7 @@ def _production_modules():
     """(file, its module name) for every production file: no tests, no test support."""
     for folder, package in FOLDERS.items():
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path.name.startswith("test_") or path.name.startswith("testing") or "modules" in path.parts:
+            if path.name.startswith("test_") or "modules" in path.parts:
                 continue
             relative = path.relative_to(ROOT / folder).with_suffix("").parts
             name = ".".join([package, *[p for p in relative if p != "__init__"]])
@@ -83,6 +85,144 @@ def test_components_never_import_each_other():
     assert crossing == []
 
 
+def _all_modules() -> dict[str, Path]:
+    """module name -> file, for every module in slipway/, components/ and pipelines/ (tests included)."""
+    modules = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            relative = path.relative_to(ROOT / folder).with_suffix("").parts
+            modules[".".join([package, *[p for p in relative if p != "__init__"]])] = path
+    return modules
+
+
+def _import_graph(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
+    """module -> {module of ours it imports: the line}, from every import statement anywhere in the module (inside
+    functions and `if TYPE_CHECKING:` too), relative ones resolved; `from package import name` counts as the
+    submodule when there is one, else as the package."""
+
+    def ours(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in modules.items():
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [ours(alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        package = package.rpartition(".")[0]
+                    base = f"{package}.{base}" if base else package
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else ours(base)
+                           for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                if target and target != module:
+                    edges.setdefault(target, node.lineno)
+        graph[module] = edges
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(graph.get(child, ()))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _one_cycle(graph: dict[str, dict[str, int]], component: list[str], modules: dict[str, Path]) -> str:
+    """A shortest way round a strongly connected component, each import with its file and line."""
+    start, members = component[0], set(component)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier and start not in came_from:
+        following = []
+        for node in frontier:
+            for child in graph[node]:
+                if child in members and child not in came_from:
+                    came_from[child] = node
+                    following.append(child)
+        frontier = following
+    path, node = [start], came_from[start]
+    while node != start:
+        path.append(node)
+        node = came_from[node]
+    path.append(start)
+    path.reverse()
+    return " -> ".join(f"{a} ({modules[a].relative_to(ROOT)}:{graph[a][b]})" for a, b in pairwise(path)) \
+        + f" -> {start}"
+
+
+def test_no_import_cycle():
+    """No module of slipway/, components/ or pipelines/ imports itself through others: a cycle is a strongly
+    connected component of the import graph, every import statement counted (a function's too)."""
+    modules = _all_modules()
+    graph = _import_graph(modules)
+    cycles = [_one_cycle(graph, component, modules) for component in _cycles(graph)]
+    assert len(graph) > 200 and "slipway.core.errors" in graph["slipway.core.step"]  # the walk sees the imports
+    assert cycles == [], "\n".join(cycles)
+
+
+# slipway/core's top level: the modules every step uses (artifacts, errors, step, storage, lifecycle, ...); the rest
+# is in subpackages that say what they hold (lineage/, charts/, beam/, kube/, training/). Was 39 before issue 40.
+MAX_CORE_TOP_LEVEL = 18
+
+
+def test_core_top_level_stays_small():
+    top = sorted(path.name for path in (ROOT / "slipway" / "core").glob("*.py")
+                 if not path.name.startswith("test_") and path.name != "__init__.py")
+    print(f"{len(top)} production modules directly in slipway/core: {', '.join(top)}")
+    assert len(top) <= MAX_CORE_TOP_LEVEL, f"{len(top)} modules in slipway/core (at most {MAX_CORE_TOP_LEVEL}): " \
+        "put a new one in the subpackage it belongs to"
+
+
+def test_no_test_support_in_the_package():
+    """Test support lives in tests/support/ (never in the wheel), not beside production code."""
+    found = [str(path.relative_to(ROOT)) for folder in FOLDERS for path in (ROOT / folder).rglob("testing*.py")]
+    assert found == [], "move these to tests/support/"
+
+
 def test_the_document_names_the_layers_this_test_checks():
     text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| (\w+) \| `([^`]+)`", text, re.MULTILINE)
@@ -106,7 +246,8 @@ def test_every_package_folder_is_in_the_wheel():
 
 
 def test_the_wheel_ships_no_tests_and_no_test_support(tmp_path):
-    """setup.py leaves test_*.py, testing*.py and conftest.py out of the wheel; every package module else is in."""
+    """setup.py leaves test_*.py and conftest.py out of the wheel (and no testing*.py is left to ship); every
+    package module else is in."""
     import shutil
     import subprocess
     import sys

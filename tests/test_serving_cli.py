@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from slipway import cli
-from slipway.serving import process, testing
+from slipway.serving import process
+from tests.support import serving
 from tests.support.inputs import free_port
 
 NAME = "blobs"
@@ -34,7 +35,7 @@ def _rows_csv(path: Path) -> Path:
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=["x", "cat", "n", "label"])
         writer.writeheader()
-        for row in testing.ROWS:  # the label column is ignored, a missing x is an empty cell
+        for row in serving.ROWS:  # the label column is ignored, a missing x is an empty cell
             writer.writerow({**row, "x": "" if row["x"] is None else row["x"], "label": 1})
     return path
 
@@ -42,7 +43,7 @@ def _rows_csv(path: Path) -> Path:
 def test_serve_predict_and_ctrl_c(tmp_path: Path, serving_model: Path, capsys):
     import tensorflow as tf
 
-    base, _ = testing.make_model_base(tmp_path, serving_model, name=NAME)
+    base, _ = serving.make_model_base(tmp_path, serving_model, name=NAME)
     port = free_port()
     serve, first_line = _start_serve(base, "--port", str(port))
     url = f"http://127.0.0.1:{port}"
@@ -51,10 +52,10 @@ def test_serve_predict_and_ctrl_c(tmp_path: Path, serving_model: Path, capsys):
         assert process.read_state(f"{base}.server.json").url == url
         assert cli.main(["predict", url, str(_rows_csv(tmp_path / "rows.csv"))]) == 0  # the only model: no --name
         lines = capsys.readouterr().out.splitlines()
-        assert lines[0] == f"# {NAME} version 1: {len(testing.ROWS)} rows"
+        assert lines[0] == f"# {NAME} version 1: {len(serving.ROWS)} rows"
         served = [float(line.split("\t")[1]) for line in lines[1:]]
         signature = tf.saved_model.load(str(serving_model)).signatures["serving_default"]
-        expected = signature(examples=tf.constant(testing.serialized_examples(testing.ROWS)))["outputs"].numpy()
+        expected = signature(examples=tf.constant(serving.serialized_examples(serving.ROWS)))["outputs"].numpy()
         np.testing.assert_allclose(served, expected[:, 0], atol=1e-4)  # printed with 4 decimals
 
         # a second server for the same base is refused, with where the first one runs
@@ -91,7 +92,7 @@ def _three_class_model(root: Path) -> Path:
 
 def test_predict_names_the_classes_the_model_was_trained_with(tmp_path: Path):
     """`slipway predict` as a user types it: the likeliest class by name (the served model's labels), ids with --ids."""
-    base, _ = testing.make_model_base(tmp_path, _three_class_model(tmp_path), name="levels")
+    base, _ = serving.make_model_base(tmp_path, _three_class_model(tmp_path), name="levels")
     rows = tmp_path / "rows.csv"
     rows.write_text("x\n-3\n0\n3\n")
     serve, first_line = _start_serve(base, "--port", "0")
@@ -113,7 +114,7 @@ def test_predict_names_the_classes_the_model_was_trained_with(tmp_path: Path):
 
 def test_serve_a_run_and_stop_a_kept_server(tmp_path: Path, serving_model: Path, capsys):
     """`slipway serve --workdir RUN` serves what the run pushed; `--stop` ends a server left running."""
-    base, _ = testing.make_model_base(tmp_path, serving_model, name=NAME)
+    base, _ = serving.make_model_base(tmp_path, serving_model, name=NAME)
     workdir = tmp_path / "run"
     workdir.mkdir()
     (workdir / "summary.json").write_text(json.dumps({"deployment": {
@@ -151,7 +152,7 @@ def test_serve_refuses_what_it_cannot_serve_in_one_line(tmp_path: Path, serving_
 
 
 def test_serve_names_a_port_that_is_taken(tmp_path: Path, serving_model: Path, capsys):
-    base, _ = testing.make_model_base(tmp_path, serving_model, name=NAME)
+    base, _ = serving.make_model_base(tmp_path, serving_model, name=NAME)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

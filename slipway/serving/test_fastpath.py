@@ -9,7 +9,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from slipway.serving import process, testing
+from slipway.serving import process
+from tests.support import serving
 
 NAME = "tiny"
 
@@ -116,7 +117,7 @@ def test_short_way_takes_only_what_it_answers_alike_and_writes_once():
 
 
 def _requests() -> list[tuple[str, bytes, dict]]:
-    b64 = [base64.b64encode(e).decode() for e in testing.serialized_examples(testing.ROWS)]
+    b64 = [base64.b64encode(e).decode() for e in serving.serialized_examples(serving.ROWS)]
     json_type = {"Content-Type": "application/json"}
     bodies = [
         ("rows", {"instances": [{"b64": value} for value in b64]}, json_type),
@@ -153,7 +154,7 @@ def _answers(port: int) -> dict[str, tuple]:
 def test_fast_path_answers_byte_for_byte_as_kserve_routes_and_access_log_on_asks(tmp_path, serving_model):
     """The same requests, good and bad, to a server with the short way and to one without it (--no-fast-path,
     with --access-log): the same status, headers and body; only the second logs a line per request."""
-    base, _ = testing.make_model_base(tmp_path, serving_model)
+    base, _ = serving.make_model_base(tmp_path, serving_model)
     fast = process.start_server(base, NAME, log_file=str(tmp_path / "fast.log"))
     try:
         got = _answers(fast.port)

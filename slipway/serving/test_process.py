@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 from slipway.core.errors import SlipwayError
-from slipway.serving import process, testing
+from slipway.serving import process
+from tests.support import serving
 
 
 def test_serving_python_names_the_missing_environment(monkeypatch, tmp_path):
@@ -23,7 +24,7 @@ def test_serving_python_names_the_missing_environment(monkeypatch, tmp_path):
 
 def test_detached_server_outlives_its_starter_and_stops_by_pid(tmp_path, serving_model):
     """A detached server started by another process (which then exits) is found by read_state and stopped."""
-    base, _ = testing.make_model_base(tmp_path, serving_model)
+    base, _ = serving.make_model_base(tmp_path, serving_model)
     state, log = tmp_path / "state.json", tmp_path / "server.log"
     starter = textwrap.dedent(f"""
         from slipway.serving import process
@@ -71,7 +72,7 @@ def test_a_server_that_is_not_detached_ends_with_its_starter_even_after_sigkill(
     import signal
     import time
 
-    base, _ = testing.make_model_base(tmp_path, serving_model)
+    base, _ = serving.make_model_base(tmp_path, serving_model)
     starter = textwrap.dedent(f"""
         import time
         from slipway.serving import process

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 
 from slipway.core.errors import SlipwayError
-from slipway.serving import layout, process, testing
-from slipway.serving.testing import ROWS, http_json
+from slipway.serving import layout, process
+from tests.support import serving
+from tests.support.serving import ROWS, http_json
 
 NAME = "tiny"
 
@@ -29,7 +30,7 @@ NAME = "tiny"
 def served(tmp_path_factory, serving_model):
     """One server for the read-only tests: version 1 of the session's model."""
     root = tmp_path_factory.mktemp("served")
-    base, _ = testing.make_model_base(root, serving_model)
+    base, _ = serving.make_model_base(root, serving_model)
     server = process.start_server(base, NAME, state_file=str(root / "state.json"), log_file=str(root / "server.log"))
     yield server
     server.stop()
@@ -41,11 +42,11 @@ def expected(serving_model):
     import tensorflow as tf
 
     fn = tf.saved_model.load(str(serving_model)).signatures["serving_default"]
-    return fn(examples=tf.constant(testing.serialized_examples(ROWS)))["outputs"].numpy()
+    return fn(examples=tf.constant(serving.serialized_examples(ROWS)))["outputs"].numpy()
 
 
 def _b64_instances(rows: list[dict]) -> list[dict]:
-    return [{"b64": base64.b64encode(example).decode()} for example in testing.serialized_examples(rows)]
+    return [{"b64": base64.b64encode(example).decode()} for example in serving.serialized_examples(rows)]
 
 
 def _predict(server, body, name: str = NAME):
@@ -71,7 +72,7 @@ def test_raw_rows_with_missing_markers_answer_as_examples_do(served, expected):
 
 
 def test_columnar_inputs_answer_with_outputs(served, expected):
-    columns = testing.raw_columns(ROWS)
+    columns = serving.raw_columns(ROWS)
     status, _, body = _predict(served, {"signature_name": "serving_raw", "inputs": columns})
     assert status == 200 and list(body) == ["outputs"]
     np.testing.assert_allclose(np.array(body["outputs"]), expected, rtol=1e-5)
@@ -83,7 +84,7 @@ def test_columnar_inputs_answer_with_outputs(served, expected):
 def test_v2_infer_and_model_metadata(served, expected):
     # JSON BYTES data are strings and a serialized tf.Example is not UTF-8: the raw signature's named tensors
     # here, the examples in binary V2 through kserve's own client (test_kserve_rest_client_v1_and_v2).
-    columns = testing.raw_columns(ROWS)
+    columns = serving.raw_columns(ROWS)
     request = {"id": "r1", "parameters": {"signature_name": "serving_raw"}, "inputs": [
         {"name": "x", "shape": [len(ROWS)], "datatype": "FP32", "data": columns["x"]},
         {"name": "cat", "shape": [len(ROWS)], "datatype": "BYTES", "data": columns["cat"]},
@@ -241,7 +242,7 @@ def test_tf_threads_divide_the_cores_among_the_workers(tmp_path):
 
 
 def test_restart_after_sigkill_binds_the_same_port_and_sigterm_exits_0(tmp_path, serving_model):
-    base, _ = testing.make_model_base(tmp_path, serving_model)
+    base, _ = serving.make_model_base(tmp_path, serving_model)
     first = process.start_server(base, NAME, log_file=str(tmp_path / "first.log"))
     idle = http.client.HTTPConnection("127.0.0.1", first.port)  # a keep-alive connection open at the kill
     idle.request("GET", f"/v1/models/{NAME}")
@@ -312,7 +313,7 @@ def _wait(condition, seconds: float, what: str) -> None:
 
 
 def test_new_version_swaps_in_under_load_and_retiring_falls_back(tmp_path, serving_model):
-    base, model_dir = testing.make_model_base(tmp_path, serving_model)
+    base, model_dir = serving.make_model_base(tmp_path, serving_model)
     state = tmp_path / "state.json"
     server = process.start_server(base, NAME, poll_seconds=0.2, state_file=str(state),
                                   log_file=str(tmp_path / "server.log"))
@@ -320,7 +321,7 @@ def test_new_version_swaps_in_under_load_and_retiring_falls_back(tmp_path, servi
         load = _Load(server.port)
         try:
             _wait(lambda: sum(map(len, load.versions)) >= 30, 30, "requests on version 1")
-            assert testing.push_copy(model_dir, base) == 2
+            assert serving.push_copy(model_dir, base) == 2
             _wait(lambda: load.seen() == {"2"}, 60, "every client answered by version 2")
         finally:
             load.stop()
@@ -336,7 +337,7 @@ def test_new_version_swaps_in_under_load_and_retiring_falls_back(tmp_path, servi
         layout.retire(base, 1, "rejected by the test")  # nothing left: not ready, but still running
         _wait(lambda: http_json(f"{server.url}/v1/models/{NAME}")[0] == 503, 30, "not ready")
         assert _predict(server, {"instances": _b64_instances(ROWS[:1])})[0] == 503
-        assert testing.push_copy(model_dir, base) == 3
+        assert serving.push_copy(model_dir, base) == 3
         process.wait_for_version(server.url, NAME, 3, timeout=60)
         assert server.alive()
     finally:
@@ -346,7 +347,7 @@ def test_new_version_swaps_in_under_load_and_retiring_falls_back(tmp_path, servi
 
 
 def test_a_version_that_fails_to_load_is_skipped(tmp_path, serving_model):
-    base, _ = testing.make_model_base(tmp_path, serving_model)
+    base, _ = serving.make_model_base(tmp_path, serving_model)
     server = process.start_server(base, NAME, poll_seconds=0.2, log_file=str(tmp_path / "server.log"))
     try:
         broken = Path(base, "2")
@@ -368,12 +369,12 @@ def test_a_version_that_fails_to_load_is_skipped(tmp_path, serving_model):
 def test_a_pinned_version_is_served_whatever_else_the_base_holds(tmp_path, serving_model):
     """--version N, as a KServe predictor pod runs it: version 1 while 2 exists, a push of 3 changes nothing,
     and a version not in the base is refused at start in one line (exit 2)."""
-    base, model_dir = testing.make_model_base(tmp_path, serving_model)
-    assert testing.push_copy(model_dir, base) == 2
+    base, model_dir = serving.make_model_base(tmp_path, serving_model)
+    assert serving.push_copy(model_dir, base) == 2
     server = process.start_server(base, NAME, poll_seconds=0.2, version=1, log_file=str(tmp_path / "server.log"))
     try:
         assert server.version == 1
-        assert testing.push_copy(model_dir, base) == 3
+        assert serving.push_copy(model_dir, base) == 3
         time.sleep(1.5)  # several polls
         assert _predict(server, {"instances": _b64_instances(ROWS[:1])})[1]["x-model-version"] == "1"
     finally:
@@ -473,7 +474,7 @@ def test_two_workers_share_the_port_answer_alike_and_stop_with_the_first(tmp_pat
     predictions; SIGTERM to the first stops both (exit 0), and a first worker SIGKILLed takes the second with it."""
     import psutil
 
-    base, _ = testing.make_model_base(tmp_path, serving_model)
+    base, _ = serving.make_model_base(tmp_path, serving_model)
     state = tmp_path / "state.json"
     server = process.start_server(base, NAME, workers=2, state_file=str(state), log_file=str(tmp_path / "a.log"))
     connections = []
