@@ -21,8 +21,8 @@ def transformed_inputs():
 
     def make(root, **kwargs) -> dict:
         made = inputs.make_inputs(root, **kwargs)
-        transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(root / "graph"),
-                  str(root / "transformed"))
+        transform(examples_dir=str(made["examples"]), schema_dir=str(made["schema"]), module_file=str(made["module"]),
+                  transform_graph_dir=str(root / "graph"), transformed_examples_dir=str(root / "transformed"))
         return made
 
     return make

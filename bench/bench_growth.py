@@ -70,22 +70,23 @@ def resampled_csv(times: int, folder: Path) -> Path:
 DRIVERS = {
     "ingest": """
         from slipway.components.ingest import executor
-        meta = executor.run(A["data"], A["out"] + "/examples", A["label"])
+        meta = executor.run(data=A["data"], output_dir=A["out"] + "/examples", label=A["label"])
         rows = meta["rows_read"] if "rows_read" in meta else sum(meta["splits"].values())
     """,
     "validate": """
         from slipway.components.validate import executor
         from slipway.data.taxi import taxi_schema
-        meta = executor.run(A["out"] + "/examples", A["out"] + "/statistics", A["out"] + "/schema",
-                            A["out"] + "/anomalies", schema_file=str(taxi_schema()),
-                            beam_pipeline_args=A["beam"] or None)
+        meta = executor.run(examples_dir=A["out"] + "/examples", statistics_dir=A["out"] + "/statistics",
+                            schema_dir=A["out"] + "/schema", report_dir=A["out"] + "/anomalies",
+                            schema_file=str(taxi_schema()), beam_pipeline_args=A["beam"] or None)
         rows = sum(json.load(open(A["out"] + "/examples/examples_meta.json"))["splits"].values())
         extra = {"beam": meta["beam"]}
     """,
     "transform": """
         from slipway.components.transform import executor
-        meta = executor.run(A["out"] + "/examples", A["out"] + "/schema", A["module"], A["out"] + "/graph",
-                            A["out"] + "/transformed", beam_pipeline_args=A["beam"])
+        meta = executor.run(examples_dir=A["out"] + "/examples", schema_dir=A["out"] + "/schema",
+                            module_file=A["module"], transform_graph_dir=A["out"] + "/graph",
+                            transformed_examples_dir=A["out"] + "/transformed", beam_pipeline_args=A["beam"])
         rows = sum(meta["splits"].values())
         extra = {"beam": meta["beam"]}
     """,
@@ -100,8 +101,9 @@ DRIVERS = {
         from slipway.components.evaluate import executor
         from slipway.core.modules import load_module
         settings = load_module(A["module"]).eval_settings()
-        meta = executor.run(A["out"] + "/model", A["out"] + "/examples", A["out"] + "/evaluation",
-                            A["out"] + "/blessing", settings, beam_pipeline_args=A["beam"])
+        meta = executor.run(model_dir=A["out"] + "/model", examples_dir=A["out"] + "/examples",
+                            evaluation_dir=A["out"] + "/evaluation", blessing_dir=A["out"] + "/blessing",
+                            settings=settings, beam_pipeline_args=A["beam"])
         rows = json.load(open(A["out"] + "/examples/examples_meta.json"))["splits"]["eval"]
         extra = {"beam": meta["beam"]}
     """,

@@ -31,12 +31,14 @@ def prepare(root: Path) -> dict:
     from slipway.data import digits
     from slipway.pipelines.modules import module_path
 
-    ingest.run(str(digits.digits_folder()), str(root / "examples"), "label", splits="train:4,eval:1")
+    ingest.run(data=str(digits.digits_folder()), output_dir=str(root / "examples"), label="label",
+               splits="train:4,eval:1")
     stats = tfdv.generate_statistics_from_tfrecord(str(root / "examples" / "Split-train" / "*.gz"))
     (root / "schema").mkdir()
     tfdv.write_schema_text(tfdv.infer_schema(stats), str(root / "schema" / "schema.pbtxt"))
     module = str(module_path("image_cnn.py"))
-    transform.run(str(root / "examples"), str(root / "schema"), module, str(root / "graph"), str(root / "tx"))
+    transform.run(examples_dir=str(root / "examples"), schema_dir=str(root / "schema"), module_file=module,
+                  transform_graph_dir=str(root / "graph"), transformed_examples_dir=str(root / "tx"))
     return {"module": module}
 
 

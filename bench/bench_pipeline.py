@@ -84,7 +84,7 @@ def bench_ingest_floor(data: Path, repeats: int = 3) -> list[tuple[str, str, str
 
     with tempfile.TemporaryDirectory() as folder:  # warm-up, and the rows the floor writes: those ingest wrote
         out = Path(folder) / "examples"
-        meta = executor.run(str(data), str(out), "big_tipper")
+        meta = executor.run(data=str(data), output_dir=str(out), label="big_tipper")
         files = [file for split in meta["splits"] for file in split_files(out, split)]
         written = [tf.train.Example.FromString(r.numpy()).features.feature
                    for r in tf.data.TFRecordDataset(files, "GZIP")]
@@ -110,7 +110,7 @@ def bench_ingest_floor(data: Path, repeats: int = 3) -> list[tuple[str, str, str
                 writer.write(example.SerializeToString())
 
     def ingest(folder: Path) -> None:
-        executor.run(str(data), str(folder / "examples"), "big_tipper")
+        executor.run(data=str(data), output_dir=str(folder / "examples"), label="big_tipper")
 
     floor_s = _best_of(floor, repeats)
     ingest_s = _best_of(ingest, repeats)

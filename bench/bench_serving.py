@@ -58,8 +58,8 @@ def make_base(workdir: Path) -> str:
     from tests.support import serving as serving_testing
 
     made = inputs.make_inputs(workdir)
-    transform(str(made["examples"]), str(made["schema"]), str(made["module"]), str(workdir / "graph"),
-              str(workdir / "transformed"))
+    transform(examples_dir=str(made["examples"]), schema_dir=str(made["schema"]), module_file=str(made["module"]),
+              transform_graph_dir=str(workdir / "graph"), transformed_examples_dir=str(workdir / "transformed"))
     model_dir = serving_testing.train_model(workdir, made)
     return serving_testing.make_model_base(workdir, model_dir)[0]
 

@@ -29,11 +29,12 @@ def prepare(root: Path) -> None:
     from slipway.components.transform import executor as transform
     from slipway.data import taxi
 
-    ingest.run(str(taxi.taxi_csv()), str(root / "examples"), taxi.LABEL)
+    ingest.run(data=str(taxi.taxi_csv()), output_dir=str(root / "examples"), label=taxi.LABEL)
     (root / "schema").mkdir()
     (root / "schema" / "schema.pbtxt").write_text(taxi.taxi_schema().read_text())
-    transform.run(str(root / "examples"), str(root / "schema"), str(taxi.taxi_module()), str(root / "graph"),
-                  str(root / "tx"))
+    transform.run(examples_dir=str(root / "examples"), schema_dir=str(root / "schema"),
+                  module_file=str(taxi.taxi_module()), transform_graph_dir=str(root / "graph"),
+                  transformed_examples_dir=str(root / "tx"))
 
 
 def spec(algorithm: str, trials: int, parallel: int, goal: float | None = None) -> dict:

@@ -51,7 +51,7 @@ def world(tmp_path_factory, loopback_s3_env):
     with environment(env):
         from slipway.components.ingest import executor as ingest
 
-        ingest.run(str(_taxi_csv(root)), str(root / "examples"), LABEL)
+        ingest.run(data=str(_taxi_csv(root)), output_dir=str(root / "examples"), label=LABEL)
         with beam_remote.remote_beam(root / "runner", hidden, {**env, "TMPDIR": "/tmp"}, TEMP_LOCATION) as remote:
             yield {"root": root, "args": remote["args"], "pool": remote["pool"], "prism": remote["prism"], "env": env}
 
@@ -124,8 +124,9 @@ def test_validate_on_remote_workers_gives_the_in_process_statistics(world):
     root = world["root"]
     outputs = {}
     for name, args in (("in-process", []), ("remote", world["args"])):
-        outputs[name] = validate.run(str(root / "examples"), str(root / f"statistics-{name}"),
-                                     str(root / f"schema-{name}"), str(root / f"report-{name}"),
+        outputs[name] = validate.run(examples_dir=str(root / "examples"),
+                                     statistics_dir=str(root / f"statistics-{name}"),
+                                     schema_dir=str(root / f"schema-{name}"), report_dir=str(root / f"report-{name}"),
                                      schema_file=str(taxi_schema()), beam_pipeline_args=args)
     assert outputs["remote"]["beam"]["runner"] == "PortableRunner"
     assert outputs["remote"]["splits"] == outputs["in-process"]["splits"]
@@ -170,8 +171,9 @@ def transformed(world):
     (schema / "schema.pbtxt").write_bytes(taxi_schema().read_bytes())
     outputs = {}
     for name, args in (("in-process", []), ("remote", world["args"])):
-        outputs[name] = transform.run(str(root / "examples"), str(schema), str(taxi_module()),
-                                      str(root / f"graph-{name}"), str(root / f"transformed-{name}"),
+        outputs[name] = transform.run(examples_dir=str(root / "examples"), schema_dir=str(schema),
+                                      module_file=str(taxi_module()), transform_graph_dir=str(root / f"graph-{name}"),
+                                      transformed_examples_dir=str(root / f"transformed-{name}"),
                                       beam_pipeline_args=args)
     return outputs
 
@@ -207,8 +209,10 @@ def test_evaluate_on_remote_workers_gives_the_in_process_metrics(world, transfor
               str(root / "model"), str(root / "tensorboard"))
     outputs = {}
     for name, args in (("in-process", []), ("remote", world["args"])):
-        outputs[name] = evaluate.run(str(root / "model"), str(root / "examples"), str(root / f"evaluation-{name}"),
-                                     str(root / f"blessing-{name}"), settings=THRESHOLDS, beam_pipeline_args=args)
+        outputs[name] = evaluate.run(model_dir=str(root / "model"), examples_dir=str(root / "examples"),
+                                     evaluation_dir=str(root / f"evaluation-{name}"),
+                                     blessing_dir=str(root / f"blessing-{name}"), settings=THRESHOLDS,
+                                     beam_pipeline_args=args)
     assert outputs["remote"]["blessed"] is outputs["in-process"]["blessed"] is True
     assert outputs["remote"]["metrics"].keys() == outputs["in-process"]["metrics"].keys()
     for metric, value in outputs["in-process"]["metrics"].items():
@@ -267,8 +271,9 @@ def test_the_runner_lost_during_transform_fails_the_step_in_one_line_and_leaves_
     started = time.monotonic()
     try:
         with pytest.raises(SlipwayError) as failure:
-            transform.run(str(root / "examples"), str(root / "schema"), str(taxi_module()), str(root / "graph-killed"),
-                          str(root / "transformed-killed"), beam_pipeline_args=world["args"])
+            transform.run(examples_dir=str(root / "examples"), schema_dir=str(root / "schema"),
+                          module_file=str(taxi_module()), transform_graph_dir=str(root / "graph-killed"),
+                          transformed_examples_dir=str(root / "transformed-killed"), beam_pipeline_args=world["args"])
     finally:
         stop.set()
         killer.join()

@@ -145,8 +145,8 @@ def run_evaluate(summary: dict, scratch: Path, generic_model: bool = False) -> N
         eval_config._profile_steps_generic = True
         tfma_config.eval_config = eval_config
     out = scratch / "evaluate"
-    executor.run(summary["model"], summary["steps"]["ingest"]["outputs"]["examples"], str(out / "evaluation"),
-                 str(out / "blessing"), settings)
+    executor.run(model_dir=summary["model"], examples_dir=summary["steps"]["ingest"]["outputs"]["examples"],
+                 evaluation_dir=str(out / "evaluation"), blessing_dir=str(out / "blessing"), settings=settings)
 
 
 def phases(start: float) -> list[tuple[str, float, float, float, float]]:

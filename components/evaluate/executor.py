@@ -31,7 +31,8 @@ back), blessing.py (the decision) and report.py (the HTML page).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS before tensorflow is imported)
 from slipway.components.evaluate import (
@@ -49,19 +50,17 @@ from slipway.core import beam as beam_options
 from slipway.core import progress
 from slipway.core.artifacts import split_dir, staged_output, write_json
 from slipway.core.beam import storage as beam_storage
-from slipway.core.errors import SlipwayError, option_name
+from slipway.core.errors import option_name
+from slipway.core.json_text import json_object
 from slipway.core.storage import is_object_store, local_copy
 from slipway.core.tasks import CLASSIFICATION
 
 
-def settings_of(settings: str, module_file: str = "") -> dict:
-    """The evaluation settings a step runs with: its `settings` JSON text when given, else the module file's
-    eval_settings() (optional), else none."""
+def settings_of(settings: str | Mapping[str, Any] | None, module_file: str = "") -> dict:
+    """The evaluation settings a step runs with: its `settings` (JSON text, or a mapping a Python caller passed) when
+    given, else the module file's eval_settings() (optional), else none."""
     if settings:
-        try:
-            return json.loads(settings)
-        except json.JSONDecodeError as exc:
-            raise SlipwayError(f"settings: not valid JSON ({exc.msg} at position {exc.pos})") from None
+        return json_object("settings", settings)
     if module_file:
         from slipway.core.modules import load_module, optional_dict
 
@@ -70,12 +69,14 @@ def settings_of(settings: str, module_file: str = "") -> dict:
 
 
 def run(
+    *,
     model_dir: str,
     examples_dir: str,
     evaluation_dir: str,
     blessing_dir: str,
-    settings: dict | None = None,
-    baseline_model_dir: str = "",
+    module_file: str = "",
+    settings: str | Mapping[str, Any] | None = "",
+    baseline_model: str = "",
     split: str = "eval",
     beam_pipeline_args: Sequence[str] | str | None = None,
 ) -> dict:
@@ -83,17 +84,20 @@ def run(
 
     Writes evaluation_dir/{tfma/, metrics.json, report.html} and blessing_dir/{BLESSED|NOT_BLESSED, blessing.json},
     each folder staged and renamed only when complete. Returns a summary dict (see README.md).
-    baseline_model_dir: a local SavedModel folder, or an object-store URI (s3://, or KFP's minio://: what
+    settings: JSON text (the component's parameter) or a mapping; empty takes module_file's eval_settings() when
+    there is a module file (settings_of).
+    baseline_model: a local SavedModel folder, or an object-store URI (s3://, or KFP's minio://: what
     resolve_baseline finds on a cluster), copied to the step's scratch space first and reported by its URI.
     beam_pipeline_args: Beam options as TFX takes them (a list, a JSON list or one shell-quoted string); empty
     picks in-process or one worker process per core by the split's row count (slipway.core.beam).
     """
-    if baseline_model_dir and is_object_store(baseline_model_dir):
-        with local_copy(baseline_model_dir, option_name("baseline_model")) as copy:
-            return _evaluate(model_dir, examples_dir, evaluation_dir, blessing_dir, settings, baseline_model_dir,
+    settings = settings_of(settings, module_file)
+    if baseline_model and is_object_store(baseline_model):
+        with local_copy(baseline_model, option_name("baseline_model")) as copy:
+            return _evaluate(model_dir, examples_dir, evaluation_dir, blessing_dir, settings, baseline_model,
                              str(copy), split, beam_pipeline_args)
-    return _evaluate(model_dir, examples_dir, evaluation_dir, blessing_dir, settings, baseline_model_dir,
-                     baseline_model_dir, split, beam_pipeline_args)
+    return _evaluate(model_dir, examples_dir, evaluation_dir, blessing_dir, settings, baseline_model,
+                     baseline_model, split, beam_pipeline_args)
 
 
 def _evaluate(model_dir: str, examples_dir: str, evaluation_dir: str, blessing_dir: str, settings: dict | None,
@@ -208,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) < 4:
         print(main.__doc__, file=sys.stderr)
         return 2
-    settings = json.loads(args[4]) if len(args) > 4 and args[4] else None
-    result = run(args[0], args[1], args[2], args[3], settings, args[5] if len(args) > 5 else "",
-                 args[6] if len(args) > 6 else "eval")
+    result = run(model_dir=args[0], examples_dir=args[1], evaluation_dir=args[2], blessing_dir=args[3],
+                 settings=args[4] if len(args) > 4 else "", baseline_model=args[5] if len(args) > 5 else "",
+                 split=args[6] if len(args) > 6 else "eval")
     print(json.dumps({k: result[k] for k in ("blessed", "message", "metrics", "slices")}, indent=2))
     return 0
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from slipway.components.evaluate.spec import SPEC
 from slipway.core import artifacts
-from slipway.core.step import Step, parameters
+from slipway.core.component_spec import arguments_of
+from slipway.core.step import Step
 from slipway.core.step_facts import metrics_text
 
 
@@ -16,20 +18,17 @@ def run(arguments: dict[str, Any]) -> None:
     """Evaluate the model, against the baseline when there is one (executor.run), and bless it or not."""
     from slipway.components.evaluate import executor
 
-    a = arguments
-    evaluation, blessing = a["evaluation"], a["blessing"]
-    with Step("evaluate", parameters(a), a["lineage_store"], fact=fact) as step:
-        step.input("model", "Model", a["model"])
-        step.input("examples", "Examples", a["examples"])
-        if a["baseline_model"]:
-            step.input("baseline_model", "Model", a["baseline_model"])
-        if a["module_file"] and not a["settings"]:  # the settings come from the module's eval_settings()
-            step.input_file("module_file", "ModuleFile", a["module_file"])
-        result = executor.run(
-            a["model"].path, a["examples"].path, evaluation.path, blessing.path,
-            executor.settings_of(a["settings"], a["module_file"]), a["baseline_model"], a["split"],
-            beam_pipeline_args=a["beam_pipeline_args"],
-        )
+    a = arguments_of(SPEC, arguments)
+    evaluation, blessing = a.evaluation, a.blessing
+    with Step("evaluate", a.recorded(), a.lineage_store, fact=fact) as step:
+        step.input("model", "Model", a.model)
+        step.input("examples", "Examples", a.examples)
+        if a.baseline_model:
+            step.input("baseline_model", "Model", a.baseline_model)
+        if a.module_file and not a.settings:  # the settings come from the module's eval_settings()
+            step.input_file("module_file", "ModuleFile", a.module_file)
+        result = executor.run(model_dir=a.model.path, examples_dir=a.examples.path, evaluation_dir=evaluation.path,
+                              blessing_dir=blessing.path, **a.executor_parameters())
         _show_in_kfp(result, a)
         summary = {"blessed": result["blessed"], "message": result["message"], "metrics": result["metrics"],
                    "beam": result["beam"], "left_out": result["left_out"],
@@ -37,12 +36,12 @@ def run(arguments: dict[str, Any]) -> None:
                    "report_html": f"{evaluation.uri}/report.html"}
         step.output("evaluation", "ModelEvaluation", evaluation, summary)
         step.output("blessing", "ModelBlessing", blessing, {"blessed": result["blessed"], "message": result["message"]})
-        step.output("metrics", "Metrics", a["metrics"])
+        step.output("metrics", "Metrics", a.metrics)
 
 
-def _show_in_kfp(result: dict, a: dict[str, Any]) -> None:
+def _show_in_kfp(result: dict, a: Any) -> None:
     """The KFP UI's artifacts: a scalar per metric, the confusion matrix and ROC curve, the HTML report."""
-    metrics, classification_metrics = a["metrics"], a["classification_metrics"]
+    metrics, classification_metrics = a.metrics, a.classification_metrics
     for name, value in result["metrics"].items():
         if isinstance(value, int | float):
             metrics.log_metric(name, value)
@@ -52,7 +51,7 @@ def _show_in_kfp(result: dict, a: dict[str, Any]) -> None:
     roc = result.get("roc")
     if roc:
         classification_metrics.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
-    shutil.copyfile(f"{a['evaluation'].path}/report.html", a["report"].path)
+    shutil.copyfile(f"{a.evaluation.path}/report.html", a.report.path)
     artifacts.write_metadata_file(metrics)
     artifacts.write_metadata_file(classification_metrics)
 

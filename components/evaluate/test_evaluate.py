@@ -79,8 +79,9 @@ def world(tmp_path_factory):
 
 def _evaluate(world, name, model, examples="ex2", settings=None, baseline=""):
     out = world["root"] / name
-    result = run(world[model], world[examples], str(out / "evaluation"), str(out / "blessing"), settings,
-                 world[baseline] if baseline else "")
+    result = run(model_dir=world[model], examples_dir=world[examples], evaluation_dir=str(out / "evaluation"),
+                 blessing_dir=str(out / "blessing"), settings=settings,
+                 baseline_model=world[baseline] if baseline else "")
     return result, out / "evaluation", out / "blessing"
 
 
@@ -208,11 +209,13 @@ def test_an_object_store_baseline_is_read_and_reported_by_its_uri(world, loopbac
     with environment(loopback_s3_env):
         storage.copy_tree(world["good"], "s3://slipway-test/run/train/model")
         # KFP's artifact URI for the same object (resolve_baseline's answer on a cluster whose root is MinIO)
-        result = run(world["bad"], world["ex2"], str(tmp_path / "evaluation"), str(tmp_path / "blessing"),
-                     {"thresholds": CHANGE}, "minio://slipway-test/run/train/model")
+        result = run(model_dir=world["bad"], examples_dir=world["ex2"], evaluation_dir=str(tmp_path / "evaluation"),
+                     blessing_dir=str(tmp_path / "blessing"), settings={"thresholds": CHANGE},
+                     baseline_model="minio://slipway-test/run/train/model")
         with pytest.raises(SlipwayError, match=r"^baseline_model minio://slipway-test/none: no such file or folder$"):
-            run(world["bad"], world["ex2"], str(tmp_path / "e2"), str(tmp_path / "b2"), {"thresholds": CHANGE},
-                "minio://slipway-test/none")
+            run(model_dir=world["bad"], examples_dir=world["ex2"], evaluation_dir=str(tmp_path / "e2"),
+                blessing_dir=str(tmp_path / "b2"), settings={"thresholds": CHANGE},
+                baseline_model="minio://slipway-test/none")
     decision = _blessing(tmp_path / "blessing")
     assert result["blessed"] is False and decision["baseline_model"] == "minio://slipway-test/run/train/model"
     assert decision["failures"][0].startswith("binary_accuracy on slice Overall: change vs baseline -0.7")
@@ -251,12 +254,13 @@ def test_three_class_model(world):
 
 def test_unknown_metric_is_an_error_and_writes_nothing(world, tmp_path):
     with pytest.raises(SlipwayError, match="f1_score.*available: .*binary_accuracy"):
-        run(world["good"], world["ex2"], str(tmp_path / "ev"), str(tmp_path / "bl"),
-            {"thresholds": {"f1_score": {"lower_bound": 0.5}}})
+        run(model_dir=world["good"], examples_dir=world["ex2"], evaluation_dir=str(tmp_path / "ev"),
+            blessing_dir=str(tmp_path / "bl"), settings={"thresholds": {"f1_score": {"lower_bound": 0.5}}})
     assert not (tmp_path / "ev").exists() and not (tmp_path / "bl").exists()
     with pytest.raises(SlipwayError, match="sparse_categorical_accuracy"):
-        run(world["good"], world["ex2"], str(tmp_path / "ev"), str(tmp_path / "bl"),
-            {"thresholds": {"sparse_categorical_accuracy": {"lower_bound": 0.5}}})
+        run(model_dir=world["good"], examples_dir=world["ex2"], evaluation_dir=str(tmp_path / "ev"),
+            blessing_dir=str(tmp_path / "bl"),
+            settings={"thresholds": {"sparse_categorical_accuracy": {"lower_bound": 0.5}}})
 
 
 def test_input_errors(world, tmp_path):
@@ -264,15 +268,18 @@ def test_input_errors(world, tmp_path):
     empty = tmp_path / "not_a_model"
     empty.mkdir()
     with pytest.raises(SlipwayError, match="saved_model.pb"):
-        run(str(empty), world["ex2"], ev, bl, {})
+        run(model_dir=str(empty), examples_dir=world["ex2"], evaluation_dir=ev, blessing_dir=bl, settings={})
     with pytest.raises(SlipwayError, match="split 'test'"):
-        run(world["good"], world["ex2"], ev, bl, {}, split="test")
+        run(model_dir=world["good"], examples_dir=world["ex2"], evaluation_dir=ev, blessing_dir=bl, settings={},
+            split="test")
     with pytest.raises(SlipwayError, match="3 classes"):
-        run(world["good3"], world["ex2"], ev, bl, {})
+        run(model_dir=world["good3"], examples_dir=world["ex2"], evaluation_dir=ev, blessing_dir=bl, settings={})
     with pytest.raises(SlipwayError, match="baseline model.*saved_model.pb"):
-        run(world["good"], world["ex2"], ev, bl, {}, baseline_model_dir=str(empty))
+        run(model_dir=world["good"], examples_dir=world["ex2"], evaluation_dir=ev, blessing_dir=bl, settings={},
+            baseline_model=str(empty))
     with pytest.raises(SlipwayError, match="slice feature 'shape'"):
-        run(world["good"], world["ex2"], ev, bl, {"slices": [["shape"]]})
+        run(model_dir=world["good"], examples_dir=world["ex2"], evaluation_dir=ev, blessing_dir=bl,
+            settings={"slices": [["shape"]]})
     assert not (tmp_path / "ev").exists() and not (tmp_path / "bl").exists()
 
 
@@ -284,8 +291,8 @@ def test_failure_during_evaluation_leaves_no_output(world, tmp_path):
     rows = [{"x1": "text", "x2": 1.0, "label": 0}, {"x1": "more", "x2": 2.0, "label": 1}]
     write_examples(broken, {"eval": rows}, "label", ["no", "yes"], {"x1": "string", "x2": "float", "label": "int"})
     with pytest.raises(SlipwayError, match="model .*good2: TFMA evaluation on .*ex_broken") as error:
-        run(world["good"], str(broken), str(ev), str(tmp_path / "bl"),
-            {"thresholds": {"binary_accuracy": {"lower_bound": 0.5}}})
+        run(model_dir=world["good"], examples_dir=str(broken), evaluation_dir=str(ev),
+            blessing_dir=str(tmp_path / "bl"), settings={"thresholds": {"binary_accuracy": {"lower_bound": 0.5}}})
     assert "\n" not in str(error.value)
     assert not ev.exists() and not (tmp_path / "bl").exists()
     assert list(tmp_path.iterdir()) == []
@@ -372,8 +379,8 @@ MULTI_PROCESS = ["--direct_num_workers=2", "--direct_running_mode=multi_processi
 def _evaluated_on(world, good_run, name: str, beam_pipeline_args: list[str]) -> dict:
     in_process = good_run[0]
     out = world["root"] / name
-    result = run(world["good"], world["ex2"], str(out / "evaluation"), str(out / "blessing"), GOOD_RUN_SETTINGS,
-                 beam_pipeline_args=beam_pipeline_args)
+    result = run(model_dir=world["good"], examples_dir=world["ex2"], evaluation_dir=str(out / "evaluation"),
+                 blessing_dir=str(out / "blessing"), settings=GOOD_RUN_SETTINGS, beam_pipeline_args=beam_pipeline_args)
     assert in_process["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory", "batch_size": 1000}
     assert result["metrics"] == pytest.approx(in_process["metrics"], rel=1e-6)
     for key in ("blessed", "message", "slices", "confusion_matrix"):

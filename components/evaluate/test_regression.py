@@ -72,8 +72,9 @@ def world(tmp_path_factory):
 
 def _evaluate(world, name: str, model: str, settings=None, baseline: str = ""):
     out = world["root"] / name
-    result = run(world[model], world["examples"], str(out / "evaluation"), str(out / "blessing"), settings,
-                 world[baseline] if baseline else "")
+    result = run(model_dir=world[model], examples_dir=world["examples"], evaluation_dir=str(out / "evaluation"),
+                 blessing_dir=str(out / "blessing"), settings=settings,
+                 baseline_model=world[baseline] if baseline else "")
     return result, out / "evaluation", out / "blessing"
 
 
@@ -134,7 +135,8 @@ def test_a_percentage_error_over_labels_that_cross_zero_is_left_out_with_why(wor
     write_json(examples / "examples_meta.json", {**meta, "task": "regression", "label_stats": {"min": low,
                                                                                                "max": high}})
     model = _save_model(tmp_path / "centred", [3.0, -2.0], 0.0)
-    result = run(str(model), str(examples), str(tmp_path / "evaluation"), str(tmp_path / "blessing"))
+    result = run(model_dir=str(model), examples_dir=str(examples), evaluation_dir=str(tmp_path / "evaluation"),
+                 blessing_dir=str(tmp_path / "blessing"))
     why = (f"left out: the labels cross zero (min {low:g}, max {high:g}), so a percentage of the label means "
            f"little; see mean_absolute_error")
     assert result["left_out"] == {"mean_absolute_percentage_error": why}
@@ -179,10 +181,11 @@ def test_regression_errors_name_the_input(world, tmp_path):
     ev, bl = str(tmp_path / "ev"), str(tmp_path / "bl")
     with pytest.raises(SlipwayError, match="threshold on unknown metric 'auc' .*mean_absolute_error, "
                                            "mean_squared_error, root_mean_squared_error"):
-        run(world["good"], world["examples"], ev, bl, {"thresholds": {"auc": {"lower_bound": 0.5}}})
+        run(model_dir=world["good"], examples_dir=world["examples"], evaluation_dir=ev, blessing_dir=bl,
+            settings={"thresholds": {"auc": {"lower_bound": 0.5}}})
     classifier = _save_model(tmp_path / "classifier", [1.0, 1.0], 0.0, task="classification")
     with pytest.raises(SlipwayError, match="a classification model, but examples .* are regression"):
-        run(str(classifier), world["examples"], ev, bl, {})
+        run(model_dir=str(classifier), examples_dir=world["examples"], evaluation_dir=ev, blessing_dir=bl, settings={})
     assert not (tmp_path / "ev").exists() and not (tmp_path / "bl").exists()
 
 

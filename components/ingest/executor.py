@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
 from slipway.components.ingest.sources import ImageSource, RecordSource, TabularSource, open_source
@@ -32,6 +33,7 @@ DATA_FORMATS = ("auto", "csv", "parquet", "images", "cifar10", "tfrecord")
 
 
 def run(
+    *,
     data: str,
     output_dir: str,
     label: str,
@@ -54,8 +56,8 @@ def run(
     names (then splits and key are not used); "" splits by hash.
     """
     if is_object_store(data):
-        return _run_on_copy(data, output_dir, label, key, splits, rows_per_shard, data_format, image_size, task,
-                            split_column)
+        return _run_on_copy(data, output_dir, label=label, key=key, splits=splits, rows_per_shard=rows_per_shard,
+                            data_format=data_format, image_size=image_size, task=task, split_column=split_column)
     task = requested_task(task)
     if rows_per_shard <= 0:
         raise SlipwayError(f"rows_per_shard {rows_per_shard}: must be positive")
@@ -73,12 +75,10 @@ def run(
     return _write_splits(source, data, output_dir, weights, rows_per_shard, by_column)
 
 
-def _run_on_copy(data: str, output_dir: str, label: str, key: str, splits: str | Mapping[str, int],
-                 rows_per_shard: int, data_format: str, image_size: str, task: str, split_column: str) -> dict:
+def _run_on_copy(data: str, output_dir: str, **options: Any) -> dict:
     """run on a local copy of object-store data, its sources named by the URI."""
     with local_copy(str(data), option_name("data")) as copy:
-        meta = run(str(copy), output_dir, label, key, splits, rows_per_shard, data_format, image_size, task,
-                   split_column)
+        meta = run(data=str(copy), output_dir=output_dir, **options)
     for source in meta["sources"]:  # the raw data as the user named it, not the scratch copy
         source["path"] = str(data).rstrip("/") + source["path"][len(str(copy)):]
     return meta

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from slipway.core.step import Step, parameters
+from slipway.components.ingest.spec import SPEC
+from slipway.core.component_spec import arguments_of
+from slipway.core.step import Step
 from slipway.core.step_facts import decoded
 
 
@@ -13,11 +15,10 @@ def run(arguments: dict[str, Any]) -> None:
     """Read the data into TFRecord examples per split (executor.run) and record it."""
     from slipway.components.ingest import executor
 
-    a, examples = arguments, arguments["examples"]
-    with Step("ingest", parameters(a), a["lineage_store"], fact=fact) as step:
-        meta = executor.run(a["data"], examples.path, a["label"], key=a["key"], splits=a["splits"],
-                            rows_per_shard=a["rows_per_shard"], data_format=a["data_format"],
-                            image_size=a["image_size"], task=a["task"], split_column=a["split_column"])
+    a = arguments_of(SPEC, arguments)
+    examples = a.examples
+    with Step("ingest", a.recorded(), a.lineage_store, fact=fact) as step:
+        meta = executor.run(output_dir=examples.path, **a.executor_parameters())
         for source in meta["sources"]:  # an image folder is one source: the folder with its tree hash
             step.input_file("data", "RawData", source["path"], sha256=source["sha256"])
         step.output("examples", "Examples", examples, meta)

@@ -30,7 +30,7 @@ if limit:
 result = {}
 try:
     if action == "ingest":
-        result["splits"] = executor.run(data, out, label="label")["splits"]
+        result["splits"] = executor.run(data=data, output_dir=out, label="label")["splits"]
     else:
         result["rows"] = pyarrow.csv.read_csv(data).num_rows
 except MemoryError as e:

@@ -60,7 +60,7 @@ def test_a_10_mb_value_is_read_within_the_row_limit(tmp_path: Path):
     code = f"""
 import json
 from slipway.components.ingest import executor
-meta = executor.run({str(data)!r}, {str(tmp_path / "out")!r}, "label")
+meta = executor.run(data={str(data)!r}, output_dir={str(tmp_path / "out")!r}, label="label")
 print(json.dumps({{"rows": meta["rows_read"], "columns": meta["columns"]}}))
 """
     done = _in_child(code)
@@ -83,7 +83,7 @@ csv_text.CSV_MAX_ROW_BYTES = 2**20
 errors = []
 for path in [{str(data)!r}] * 30 + [{str(wide)!r}]:
     try:
-        executor.run(path, {str(tmp_path / "out")!r}, "label")
+        executor.run(data=path, output_dir={str(tmp_path / "out")!r}, label="label")
         errors.append("read")
     except SlipwayError as exc:
         errors.append(str(exc))
@@ -111,7 +111,7 @@ def _fares_csv(path: Path, fares: dict[int, str], rows: int = 60) -> Path:
 def test_a_number_column_with_stray_text_fails_naming_column_lines_and_values(tmp_path: Path):
     data = _fares_csv(tmp_path / "fares.csv", {3: "abc", 10: "?", 21: "1,234", 30: "n.a.", 31: ""})
     with pytest.raises(SlipwayError) as err:
-        executor.run(str(data), str(tmp_path / "out"), "label")
+        executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
     assert str(err.value) == (
         f"data file {data}: column 'fare' holds numbers, but 4 of its 59 values are not: line 5 'abc', line 12 '?', "
         "line 23 '1,234' and 1 more (line numbers of the file, the header is line 1); correct them or leave them "
@@ -127,7 +127,7 @@ def test_stray_lines_are_file_lines_when_a_value_spans_lines(tmp_path: Path):
     data.write_text("id,note,amount,label\n" + "\n".join(rows) + "\n")
     with pytest.raises(SlipwayError, match=r"column 'amount' holds numbers, but 1 of its 30 values are not: "
                                            r"line 23 'twenty' \(line numbers"):
-        executor.run(str(data), str(tmp_path / "out"), "label")
+        executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
 
 
 def test_text_columns_and_code_labels_stay_text(tmp_path: Path):
@@ -135,7 +135,7 @@ def test_text_columns_and_code_labels_stay_text(tmp_path: Path):
     # 'zone' is text with a few numbers in it; 'label' holds codes, one of them not a number (row 7: "other").
     data.write_text("zone,label\n" + "".join(f"{'12' if i % 5 == 0 else f'z{i}'},{'other' if i == 7 else i % 2}\n"
                                              for i in range(40)))
-    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    meta = executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
     assert meta["columns"]["zone"] == "string" and meta["task_reason"] == "auto: label 'label' holds string values"
     assert meta["label_classes"] == ["0", "1", "other"]
     zones = sorted(row["zone"] for row in _written_rows(tmp_path / "out"))
@@ -150,7 +150,7 @@ def test_quoted_blanks_leave_a_number_column_numeric(tmp_path: Path):
         writer.writerow(["fare", "trips", "company", "label"])
         for i in range(20):
             writer.writerow(["" if i % 4 == 0 else 2.5 * i, "" if i == 3 else i, "" if i == 5 else "acme", i % 2])
-    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    meta = executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
     assert meta["columns"] == {"fare": "float", "trips": "int", "company": "string", "label": "int"}
     # Row i has trips i, or (row 3) fare 2.5 * i: the file's order, which the splits shuffle, comes back from them.
     rows = sorted(_written_rows(tmp_path / "out"), key=lambda row: row.get("trips", row.get("fare", 0) / 2.5))
@@ -164,13 +164,13 @@ def test_quoted_blanks_leave_a_number_column_numeric(tmp_path: Path):
 def test_a_data_uri_names_its_scheme_and_what_is_read(tmp_path: Path, monkeypatch, names: str, name: str):
     monkeypatch.setenv(OPTION_NAMES_ENV, names)
     with pytest.raises(SlipwayError) as err:
-        executor.run("foo://bar/data.csv", str(tmp_path / "out"), "label")
+        executor.run(data="foo://bar/data.csv", output_dir=str(tmp_path / "out"), label="label")
     assert str(err.value) == (f"{name} foo://bar/data.csv: unsupported scheme 'foo://' (supported: a local path, "
                               "file:///path or s3://bucket/path)")
 
 
 def test_a_file_uri_is_read_as_its_path(tmp_path: Path):
     data = _fares_csv(tmp_path / "my data.csv", {})
-    meta = executor.run(data.as_uri(), str(tmp_path / "out"), "label")
+    meta = executor.run(data=data.as_uri(), output_dir=str(tmp_path / "out"), label="label")
     assert meta["rows_read"] == 60
     assert meta["sources"][0]["path"] == str(data)

@@ -45,7 +45,7 @@ def comma(tmp_path_factory) -> tuple[dict, dict]:
     """The comma-separated file's metadata and examples: what every other shape must give."""
     root = tmp_path_factory.mktemp("comma")
     (root / "data.csv").write_text(text())
-    meta = executor.run(str(root / "data.csv"), str(root / "out"), "label")
+    meta = executor.run(data=str(root / "data.csv"), output_dir=str(root / "out"), label="label")
     return meta, records(root / "out")
 
 
@@ -60,7 +60,7 @@ def _same_as_comma(comma: tuple[dict, dict], meta: dict, out: Path) -> None:
 def test_semicolon_tab_and_pipe_files_are_read_as_the_comma_file(delimiter: str, tmp_path: Path, comma):
     data = tmp_path / "data.csv"
     data.write_text(text(delimiter))
-    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    meta = executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
     _same_as_comma(comma, meta, tmp_path / "out")
     assert meta["sources"][0]["delimiter"] == delimiter
     assert "delimiter" not in comma[0]["sources"][0]  # a comma file's metadata is as before
@@ -73,10 +73,10 @@ def test_a_semicolon_file_with_stray_text_and_a_short_row_names_its_lines(tmp_pa
     data.write_text(text(";", ["id", "amount", "label"], body))
     with pytest.raises(SlipwayError, match=r"column 'amount' holds numbers, but 1 of its 30 values are not: "
                                            r"line 22 'twenty'"):
-        executor.run(str(data), str(tmp_path / "out"), "label")
+        executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
     data.write_text(text(";", ["id", "amount", "label"], body[:5] + [["7", "1.0"]] + body[5:]))
     with pytest.raises(SlipwayError, match=r"semi.csv: line 7 has 2 columns, expected 3$"):
-        executor.run(str(data), str(tmp_path / "out"), "label")
+        executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
 
 
 def test_the_delimiter_is_the_one_splitting_the_header_most_comma_on_a_tie():
@@ -107,7 +107,7 @@ COMPRESSED = {
 def test_compressed_csv_is_read_as_the_plain_file(name: str, tmp_path: Path, comma):
     data = tmp_path / name
     COMPRESSED[name](data, text(";").encode())
-    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    meta = executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
     _same_as_comma(comma, meta, tmp_path / "out")
     (source,) = meta["sources"]
     assert source["compression"] == {".gz": "gzip", ".bz2": "bz2", ".zst": "zstd"}[data.suffix]
@@ -120,32 +120,32 @@ def test_compressed_csv_is_read_as_the_plain_file(name: str, tmp_path: Path, com
 def test_data_format_csv_reads_a_compressed_file_of_any_name_and_auto_a_folder_of_them(tmp_path: Path, comma):
     odd = tmp_path / "export.dat"
     odd.write_bytes(gzip.compress(text().encode()))
-    meta = executor.run(str(odd), str(tmp_path / "out"), "label", data_format="csv")
+    meta = executor.run(data=str(odd), output_dir=str(tmp_path / "out"), label="label", data_format="csv")
     _same_as_comma(comma, meta, tmp_path / "out")
     folder = tmp_path / "folder"
     folder.mkdir()
     body = rows()
     (folder / "a.csv").write_text(text(body=body[:40]))
     (folder / "b.csv.gz").write_bytes(gzip.compress(text(body=body[40:]).encode()))
-    meta = executor.run(str(folder), str(tmp_path / "both"), "label")
+    meta = executor.run(data=str(folder), output_dir=str(tmp_path / "both"), label="label")
     assert meta["data_format"] == "csv" and meta["rows_read"] == 90
     with pytest.raises(SlipwayError, match=r"data.tar.gz: unknown extension '.tar.gz' \(expected .csv, .csv.gz"):
         (tmp_path / "data.tar.gz").write_bytes(gzip.compress(b"x"))
-        executor.run(str(tmp_path / "data.tar.gz"), str(tmp_path / "o"), "label")
+        executor.run(data=str(tmp_path / "data.tar.gz"), output_dir=str(tmp_path / "o"), label="label")
 
 
 def test_a_cut_or_badly_encoded_compressed_file_fails_in_one_line(tmp_path: Path):
     data = tmp_path / "cut.csv.gz"
     data.write_bytes(gzip.compress(text().encode())[:200])
     with pytest.raises(SlipwayError) as err:
-        executor.run(str(data), str(tmp_path / "out"), "label")
+        executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
     assert str(err.value).startswith(f"data file {data}: not readable as gzip (")
     assert "\n" not in str(err.value) and not (tmp_path / "out").exists()
     latin = tmp_path / "latin.csv.bz2"
     latin.write_bytes(bz2.compress(text().encode() + "4,20,1.0,S\xe3o Paulo,no\n".encode("latin-1")))
     with pytest.raises(SlipwayError, match=r"latin.csv.bz2: line 92 is not valid UTF-8 \(byte 0xe3\); save the "
                                            r"file as UTF-8 "):
-        executor.run(str(latin), str(tmp_path / "out"), "label")
+        executor.run(data=str(latin), output_dir=str(tmp_path / "out"), label="label")
 
 
 def _refused(tmp_path: Path, content: str, name: str = "data.csv", label: str = "label") -> str:
@@ -153,7 +153,7 @@ def _refused(tmp_path: Path, content: str, name: str = "data.csv", label: str = 
     data.write_text(content)
     out = tmp_path / "examples"
     with pytest.raises(SlipwayError) as err:
-        executor.run(str(data), str(out), label)
+        executor.run(data=str(data), output_dir=str(out), label=label)
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".examples")]
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"data file {data}: ")
@@ -163,7 +163,7 @@ def _refused(tmp_path: Path, content: str, name: str = "data.csv", label: str = 
 def test_a_byte_order_mark_is_no_part_of_the_first_name(tmp_path: Path, comma):
     data = tmp_path / "excel.csv"
     data.write_bytes(b"\xef\xbb\xbf" + text().encode())  # what Excel's "CSV UTF-8" writes
-    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    meta = executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
     _same_as_comma(comma, meta, tmp_path / "out")
 
 
@@ -210,7 +210,7 @@ def test_a_parquet_column_a_signature_cannot_take_is_refused(tmp_path: Path):
     pd.DataFrame({"trip miles": [1.0, 2.0, 3.0], "label": ["a", "b", "a"]}).to_parquet(data, index=False)
     with pytest.raises(SlipwayError, match=r"^data file .*data.parquet: column name 'trip miles' cannot be a "
                                            r"TensorFlow signature input name .* e.g. 'trip miles' -> 'trip_miles'$"):
-        executor.run(str(data), str(tmp_path / "out"), "label")
+        executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
 
 
 def test_skipped_rows_are_counted_per_reason_on_the_step_line(tmp_path: Path):
@@ -219,7 +219,7 @@ def test_skipped_rows_are_counted_per_reason_on_the_step_line(tmp_path: Path):
         row[-1] = ""
     data = tmp_path / "data.csv.gz"
     data.write_bytes(gzip.compress(text(";", body=body).encode()))
-    meta = executor.run(str(data), str(tmp_path / "out"), "label")
+    meta = executor.run(data=str(data), output_dir=str(tmp_path / "out"), label="label")
     assert meta["rows_missing_label"] == 8
     assert step.skipped_rows(meta) == {"missing_label": 8}
     line = step_facts.describe(step.fact, {"examples": meta}, {})

@@ -74,7 +74,7 @@ def image_tree(tmp_path: Path) -> Path:
 
 def test_image_folder_to_examples_with_skips_conversions_and_resizes(image_tree: Path, tmp_path: Path):
     out = tmp_path / "examples"
-    meta = executor.run(str(image_tree), str(out), label="animal")
+    meta = executor.run(data=str(image_tree), output_dir=str(out), label="animal")
     assert meta["data_format"] == "images"
     assert meta["label_classes"] == ["cat", "dog"] and meta["num_classes"] == 2
     assert meta["image_shape"] == [6, 4, 3]
@@ -101,11 +101,11 @@ def test_image_folder_to_examples_with_skips_conversions_and_resizes(image_tree:
 
 
 def test_image_split_is_deterministic_by_relative_path(image_tree: Path, tmp_path: Path):
-    first = executor.run(str(image_tree), str(tmp_path / "a"), label="label", splits="train:1,eval:1")
+    first = executor.run(data=str(image_tree), output_dir=str(tmp_path / "a"), label="label", splits="train:1,eval:1")
     moved = tmp_path / "elsewhere" / "pets"
     moved.parent.mkdir()
     os.replace(image_tree, moved)  # the split hashes paths relative to the data folder: moving it changes nothing
-    second = executor.run(str(moved), str(tmp_path / "b"), label="label", splits="train:1,eval:1")
+    second = executor.run(data=str(moved), output_dir=str(tmp_path / "b"), label="label", splits="train:1,eval:1")
     assert first["splits"] == second["splits"] and 0 < first["splits"]["eval"] < 29
 
     def eval_images(root: Path) -> set:
@@ -123,7 +123,8 @@ def test_grayscale_first_image_and_explicit_size(tmp_path: Path):
     save(root / "a" / "1.png", pixels(2, 5, 5, 3))  # RGB -> L
     for i in range(6):
         save(root / "b" / f"{i}.jpg", pixels(10 + i, 9, 7, 3))
-    meta = executor.run(str(root), str(tmp_path / "o"), label="", image_size="4x3", data_format="images")
+    meta = executor.run(data=str(root), output_dir=str(tmp_path / "o"), label="", image_size="4x3",
+                        data_format="images")
     assert meta["label"] == "label" and meta["image_shape"] == [4, 3, 1]
     assert meta["resized"] == 8 and meta["skipped"] == {}
     assert {len(feature(e, "image")[0]) for e in read_examples(tmp_path / "o")} == {12}
@@ -154,24 +155,24 @@ def test_bad_image_folders_fail_with_one_line_and_leave_nothing(case: str, tmp_p
             (root / name).write_bytes(content[kind])
     out = tmp_path / "examples"
     with pytest.raises(SlipwayError) as info:
-        executor.run(str(root), str(out), label="label", data_format="images")
+        executor.run(data=str(root), output_dir=str(out), label="label", data_format="images")
     assert expected in str(info.value) and str(root) in str(info.value) and "\n" not in str(info.value)
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".examples")]
 
 
 def test_image_parameter_errors(image_tree: Path, tmp_path: Path):
     with pytest.raises(SlipwayError, match="key 'id': not supported for images"):
-        executor.run(str(image_tree), str(tmp_path / "o"), label="label", key="id")
+        executor.run(data=str(image_tree), output_dir=str(tmp_path / "o"), label="label", key="id")
     with pytest.raises(SlipwayError, match="image_size '4by4': expected HxW"):
-        executor.run(str(image_tree), str(tmp_path / "o"), label="label", image_size="4by4")
+        executor.run(data=str(image_tree), output_dir=str(tmp_path / "o"), label="label", image_size="4by4")
     with pytest.raises(SlipwayError, match="label 'image': clashes with an image feature"):
-        executor.run(str(image_tree), str(tmp_path / "o"), label="image")
+        executor.run(data=str(image_tree), output_dir=str(tmp_path / "o"), label="image")
     with pytest.raises(SlipwayError, match="data_format 'jpeg': expected one of auto, csv"):
-        executor.run(str(image_tree), str(tmp_path / "o"), label="label", data_format="jpeg")
+        executor.run(data=str(image_tree), output_dir=str(tmp_path / "o"), label="label", data_format="jpeg")
     csv = tmp_path / "d.csv"
     csv.write_text("x,label\n1,a\n2,b\n")
     with pytest.raises(SlipwayError, match="image_size '8x8': only applies to images and cifar10"):
-        executor.run(str(csv), str(tmp_path / "o"), label="label", image_size="8x8")
+        executor.run(data=str(csv), output_dir=str(tmp_path / "o"), label="label", image_size="8x8")
 
 
 # -- CIFAR-10 -----------------------------------------------------------------------------------------------
@@ -201,7 +202,7 @@ def cifar(tmp_path: Path) -> Path:
 
 def test_cifar10_batches_pooled_converted_and_hash_split(cifar: Path, tmp_path: Path):
     out = tmp_path / "examples"
-    meta = executor.run(str(cifar), str(out), label="label", splits="train:3,eval:1,test:1")
+    meta = executor.run(data=str(cifar), output_dir=str(out), label="label", splits="train:3,eval:1,test:1")
     assert meta["data_format"] == "cifar10" and meta["image_shape"] == [32, 32, 3]
     assert meta["label_classes"][:3] == ["airplane", "automobile", "bird"] and meta["num_classes"] == 10
     assert meta["rows_read"] == 100 and sum(meta["splits"].values()) == 100 and min(meta["splits"].values()) > 0
@@ -214,13 +215,14 @@ def test_cifar10_batches_pooled_converted_and_hash_split(cifar: Path, tmp_path: 
     match = [e for e in examples if feature(e, "image")[0] == hwc.tobytes()]
     assert len(match) == 1 and feature(match[0], "label") == [(2 + 5) % 10]
     assert hwc[0, 1, 2] == data[5][2 * 1024 + 0 * 32 + 1]  # pixel (row 0, col 1), blue plane
-    again = executor.run(str(cifar), str(tmp_path / "again"), label="label", splits="train:3,eval:1,test:1")
+    again = executor.run(data=str(cifar), output_dir=str(tmp_path / "again"), label="label",
+                         splits="train:3,eval:1,test:1")
     assert again["splits"] == meta["splits"]
 
 
 def test_cifar10_without_meta_uses_digit_names_and_resizes(cifar: Path, tmp_path: Path):
     (cifar / "batches.meta").unlink()
-    meta = executor.run(str(cifar / "test_batch"), str(tmp_path / "o"), label="y", image_size="16x16")
+    meta = executor.run(data=str(cifar / "test_batch"), output_dir=str(tmp_path / "o"), label="y", image_size="16x16")
     assert meta["label_classes"] == [str(i) for i in range(10)]
     assert meta["image_shape"] == [16, 16, 3] and meta["resized"] == 20 and meta["rows_read"] == 20
 
@@ -250,7 +252,7 @@ def test_bad_cifar_batches_name_the_file(case: str, cifar: Path, tmp_path: Path)
     write(cifar / "data_batch_2")
     out = tmp_path / "examples"
     with pytest.raises(SlipwayError) as info:
-        executor.run(str(cifar), str(out), label="label")
+        executor.run(data=str(cifar), output_dir=str(out), label="label")
     message = str(info.value)
     assert f"cifar10 file {cifar / 'data_batch_2'}: " in message and expected in message and "\n" not in message
     assert not out.exists()
@@ -281,7 +283,7 @@ def test_tfrecord_folder_string_labels_gzip_by_suffix_and_by_content(tmp_path: P
     write_records(folder / "a.tfrecord.gz", first, gzip_it=True)
     write_records(folder / "b.tfrecords", second, gzip_it=True)  # gzip without .gz: detected from the bytes
     out = tmp_path / "examples"
-    meta = executor.run(str(folder), str(out), label="kind", key="id")
+    meta = executor.run(data=str(folder), output_dir=str(out), label="kind", key="id")
     assert meta["data_format"] == "tfrecord" and meta["label_classes"] == ["a", "b", "c"]
     assert meta["columns"] == {"id": "int", "kind": "int", "x": "float"}
     assert meta["rows_read"] == 121 and meta["rows_missing_label"] == 1 and sum(meta["splits"].values()) == 120
@@ -291,7 +293,7 @@ def test_tfrecord_folder_string_labels_gzip_by_suffix_and_by_content(tmp_path: P
     # the same key hash as CSV: the same ids land in the same splits
     csv = tmp_path / "same.csv"
     csv.write_text("id,kind\n" + "".join(f"{i},{'abc'[i % 3]}\n" for i in range(120)))
-    executor.run(str(csv), str(tmp_path / "from_csv"), label="kind", key="id")
+    executor.run(data=str(csv), output_dir=str(tmp_path / "from_csv"), label="kind", key="id")
 
     def eval_ids(root: Path) -> set:
         import tensorflow as tf
@@ -307,13 +309,13 @@ def test_tfrecord_int_labels_pass_through_byte_for_byte(tmp_path: Path):
     path = tmp_path / "data.tfrecord"
     write_records(path, records, gzip_it=False)
     out = tmp_path / "examples"
-    meta = executor.run(str(path), str(out), label="label")
+    meta = executor.run(data=str(path), output_dir=str(out), label="label")
     assert meta["label_classes"] == ["0", "1", "2"] and meta["split_key"] == "(serialized record)"
     import tensorflow as tf
 
     written = [r.numpy() for s in meta["splits"] for r in tf.data.TFRecordDataset(split_files(out, s), "GZIP")]
     assert sorted(written) == sorted(records)
-    again = executor.run(str(path), str(tmp_path / "again"), label="label")
+    again = executor.run(data=str(path), output_dir=str(tmp_path / "again"), label="label")
     assert again["splits"] == meta["splits"]
 
 
@@ -325,18 +327,18 @@ def test_tfrecord_errors(tmp_path: Path):
     path = tmp_path / "seq.tfrecord"
     write_records(path, [example_bytes(label=1), seq.SerializeToString()], gzip_it=False)
     with pytest.raises(SlipwayError, match=r"seq.tfrecord: record 1 is not a tf.Example"):
-        executor.run(str(path), str(tmp_path / "o"), label="label")
+        executor.run(data=str(path), output_dir=str(tmp_path / "o"), label="label")
     write_records(path, [b"\xff\xff\xff not a proto"], gzip_it=False)
     with pytest.raises(SlipwayError, match=r"seq.tfrecord: record 0 is not a tf.Example"):
-        executor.run(str(path), str(tmp_path / "o"), label="label")
+        executor.run(data=str(path), output_dir=str(tmp_path / "o"), label="label")
     path.write_bytes(b"definitely not a tfrecord file")
     with pytest.raises(SlipwayError, match=r"seq.tfrecord: not a readable TFRecord file"):
-        executor.run(str(path), str(tmp_path / "o"), label="label")
+        executor.run(data=str(path), output_dir=str(tmp_path / "o"), label="label")
     write_records(path, [example_bytes(y=1), example_bytes(y=2)], gzip_it=False)
     with pytest.raises(SlipwayError, match=r"label feature 'label' not found in any of 2 records \(features: y\)"):
-        executor.run(str(path), str(tmp_path / "o"), label="label")
+        executor.run(data=str(path), output_dir=str(tmp_path / "o"), label="label")
     with pytest.raises(SlipwayError, match=r"record 0 has no key feature 'id'"):
-        executor.run(str(path), str(tmp_path / "o"), label="y", key="id")
+        executor.run(data=str(path), output_dir=str(tmp_path / "o"), label="y", key="id")
     assert not (tmp_path / "o").exists()
 
 

@@ -41,7 +41,7 @@ def csv_file(tmp_path: Path) -> Path:
 
 def test_csv_to_tfrecord_splits_with_types_and_missing_values(csv_file: Path, tmp_path: Path):
     out = tmp_path / "examples"
-    meta = executor.run(str(csv_file), str(out), label="label", key="id")
+    meta = executor.run(data=str(csv_file), output_dir=str(out), label="label", key="id")
     assert set(meta["splits"]) == {"train", "eval"}
     assert sum(meta["splits"].values()) == 300
     assert 150 < meta["splits"]["train"] < 250  # 2:1 by hash, not exact
@@ -61,22 +61,22 @@ def test_csv_to_tfrecord_splits_with_types_and_missing_values(csv_file: Path, tm
 
 
 def test_split_is_deterministic_and_follows_the_key(csv_file: Path, tmp_path: Path):
-    first = executor.run(str(csv_file), str(tmp_path / "a"), label="label", key="id")
-    second = executor.run(str(csv_file), str(tmp_path / "b"), label="label", key="id")
+    first = executor.run(data=str(csv_file), output_dir=str(tmp_path / "a"), label="label", key="id")
+    second = executor.run(data=str(csv_file), output_dir=str(tmp_path / "b"), label="label", key="id")
     assert first["splits"] == second["splits"]
     ids_a = sorted(e.features.feature["id"].int64_list.value[0] for e in read_examples(tmp_path / "a", "eval"))
     ids_b = sorted(e.features.feature["id"].int64_list.value[0] for e in read_examples(tmp_path / "b", "eval"))
     assert ids_a == ids_b
     # appending rows never moves existing rows between splits (hash of the key, not row position)
     csv_file.write_text(HEADER + rows_csv(300) + rows_csv(100, start=300))
-    executor.run(str(csv_file), str(tmp_path / "c"), label="label", key="id")
+    executor.run(data=str(csv_file), output_dir=str(tmp_path / "c"), label="label", key="id")
     ids_c = {e.features.feature["id"].int64_list.value[0] for e in read_examples(tmp_path / "c", "eval")}
     assert set(ids_a) <= ids_c
 
 
 def test_three_splits_and_sharding(csv_file: Path, tmp_path: Path):
-    meta = executor.run(str(csv_file), str(tmp_path / "o"), label="label", splits="train:3,eval:1,test:1",
-                        rows_per_shard=50)
+    meta = executor.run(data=str(csv_file), output_dir=str(tmp_path / "o"), label="label",
+                        splits="train:3,eval:1,test:1", rows_per_shard=50)
     assert set(meta["splits"]) == {"train", "eval", "test"}
     assert len(split_files(tmp_path / "o", "train")) == meta["shards"]["train"] > 1
     assert sum(len(read_examples(tmp_path / "o", s)) for s in meta["splits"]) == 300
@@ -91,7 +91,7 @@ def test_folder_of_csv_and_parquet(tmp_path: Path):
     frame = pd.read_csv(folder / "a.csv")
     frame["id"] += 1000
     frame.to_parquet(folder / "b.parquet")
-    meta = executor.run(str(folder), str(tmp_path / "o"), label="label")
+    meta = executor.run(data=str(folder), output_dir=str(tmp_path / "o"), label="label")
     assert meta["rows_read"] == 200
     assert len(meta["sources"]) == 2 and all(len(s["sha256"]) == 64 for s in meta["sources"])
     assert meta["columns"]["income"] == "float"
@@ -100,7 +100,7 @@ def test_folder_of_csv_and_parquet(tmp_path: Path):
 def test_rows_without_label_are_dropped_and_counted(tmp_path: Path):
     path = tmp_path / "d.csv"
     path.write_text(HEADER + rows_csv(60) + "999,30,5.0,oslo,\n")
-    meta = executor.run(str(path), str(tmp_path / "o"), label="label")
+    meta = executor.run(data=str(path), output_dir=str(tmp_path / "o"), label="label")
     assert meta["rows_missing_label"] == 1
     assert sum(meta["splits"].values()) == 60
 
@@ -125,7 +125,8 @@ def test_bad_csv_inputs_fail_with_one_line_and_leave_nothing(case: str, tmp_path
     path.write_text(content)
     out = tmp_path / "examples"
     with pytest.raises(SlipwayError) as info:
-        executor.run(str(path), str(out), label="label", key="id" if "id" in content.split("\n")[0] else "")
+        executor.run(data=str(path), output_dir=str(out), label="label",
+                     key="id" if "id" in content.split("\n")[0] else "")
     message = str(info.value)
     assert expected in message
     assert "bad.csv" in message
@@ -139,7 +140,7 @@ def test_non_utf8_bytes_name_the_line(tmp_path: Path):
     path.write_bytes((HEADER + rows_csv(3)).encode() + "4,20,1.0,S\xe3o Paulo,no\n".encode("latin-1"))
     with pytest.raises(SlipwayError, match=r"latin.csv: line 5 is not valid UTF-8 \(byte 0xe3\); save the file as "
                                            r"UTF-8 \(Excel: 'CSV UTF-8'; a Latin-1 file: iconv -f latin1 -t utf-8"):
-        executor.run(str(path), str(tmp_path / "o"), label="label")
+        executor.run(data=str(path), output_dir=str(tmp_path / "o"), label="label")
 
 
 def test_a_workbook_json_or_unknown_extension_is_refused_with_what_to_do(tmp_path: Path):
@@ -150,30 +151,30 @@ def test_a_workbook_json_or_unknown_extension_is_refused_with_what_to_do(tmp_pat
         path = tmp_path / name
         path.write_text("x")
         with pytest.raises(SlipwayError) as info:
-            executor.run(str(path), str(tmp_path / "o"), label="label")
+            executor.run(data=str(path), output_dir=str(tmp_path / "o"), label="label")
         assert str(info.value).startswith(f"data file {path}: {says}")
     assert not (tmp_path / "o").exists()
 
 
 def test_missing_path_and_bad_split_spec(tmp_path: Path, csv_file: Path):
     with pytest.raises(SlipwayError, match="no such file or folder"):
-        executor.run(str(tmp_path / "nope.csv"), str(tmp_path / "o"), label="label")
+        executor.run(data=str(tmp_path / "nope.csv"), output_dir=str(tmp_path / "o"), label="label")
     with pytest.raises(SlipwayError, match="train and eval are required"):
-        executor.run(str(csv_file), str(tmp_path / "o"), label="label", splits="train:1")
+        executor.run(data=str(csv_file), output_dir=str(tmp_path / "o"), label="label", splits="train:1")
 
 
 def test_failure_keeps_an_earlier_valid_output_untouched(csv_file: Path, tmp_path: Path):
     out = tmp_path / "examples"
-    executor.run(str(csv_file), str(out), label="label")
+    executor.run(data=str(csv_file), output_dir=str(out), label="label")
     before = examples_meta(out)
     with pytest.raises(SlipwayError):
-        executor.run(str(csv_file), str(out), label="missing_label")
+        executor.run(data=str(csv_file), output_dir=str(out), label="missing_label")
     assert examples_meta(out) == before
 
 
 def test_missing_key_column(csv_file: Path, tmp_path: Path):
     with pytest.raises(SlipwayError, match=r"data.csv: key column 'trip_id' not found \(columns: id, age"):
-        executor.run(str(csv_file), str(tmp_path / "o"), label="label", key="trip_id")
+        executor.run(data=str(csv_file), output_dir=str(tmp_path / "o"), label="label", key="trip_id")
     assert not (tmp_path / "o").exists()
 
 
@@ -182,15 +183,15 @@ def test_object_store_data_reads_like_the_local_file_and_is_named_by_its_uri(csv
     from slipway.core import storage
     from tests.support.inputs import environment
 
-    local = executor.run(str(csv_file), str(tmp_path / "local"), "label")
+    local = executor.run(data=str(csv_file), output_dir=str(tmp_path / "local"), label="label")
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "data.csv").write_bytes(csv_file.read_bytes())
     with environment(loopback_s3_env):
         storage.copy_tree(str(tmp_path / "raw"), "s3://slipway-test/raw")
-        remote = executor.run("s3://slipway-test/raw/data.csv", str(tmp_path / "remote"), "label")
-        folder = executor.run("s3://slipway-test/raw/", str(tmp_path / "folder"), "label")
+        remote = executor.run(data="s3://slipway-test/raw/data.csv", output_dir=str(tmp_path / "remote"), label="label")
+        folder = executor.run(data="s3://slipway-test/raw/", output_dir=str(tmp_path / "folder"), label="label")
         with pytest.raises(SlipwayError, match=r"^data s3://slipway-test/raw/nope.csv: no such file or folder$"):
-            executor.run("s3://slipway-test/raw/nope.csv", str(tmp_path / "missing"), "label")
+            executor.run(data="s3://slipway-test/raw/nope.csv", output_dir=str(tmp_path / "missing"), label="label")
     assert remote["splits"] == local["splits"] and remote["columns"] == local["columns"]
     for split in ("train", "eval"):
         assert read_examples(tmp_path / "remote", split) == read_examples(tmp_path / "local", split)
@@ -215,7 +216,7 @@ def test_a_split_column_sends_each_row_to_the_split_it_names_mapped_or_as_it_is(
     path.write_text("id,age,income,city,case,label\n" + _with_case(rows_csv(90), lambda i: "Test" if i % 3 == 0
                                                                    else "Train"))
     out = tmp_path / "mapped"
-    meta = executor.run(str(path), str(out), label="label", split_column="case:Train=train,Test=eval")
+    meta = executor.run(data=str(path), output_dir=str(out), label="label", split_column="case:Train=train,Test=eval")
     assert meta["splits"] == {"train": 60, "eval": 30}  # exactly the column's rows, no hash involved
     assert meta["split_column"] == "case" and meta["split_mapping"] == {"Train": "train", "Test": "eval"}
     assert "case" not in meta["columns"] and "split_key" not in meta
@@ -225,7 +226,7 @@ def test_a_split_column_sends_each_row_to_the_split_it_names_mapped_or_as_it_is(
     # values used as they are: three splits, test among them
     path.write_text("id,age,income,city,case,label\n" + _with_case(rows_csv(90), lambda i: ["train", "eval",
                                                                                            "test"][i % 3]))
-    meta = executor.run(str(path), str(tmp_path / "as-is"), label="label", split_column="case")
+    meta = executor.run(data=str(path), output_dir=str(tmp_path / "as-is"), label="label", split_column="case")
     assert meta["splits"] == {"train": 30, "eval": 30, "test": 30}
 
 
@@ -250,14 +251,14 @@ def test_a_split_column_problem_is_one_line_and_leaves_nothing(tmp_path: Path, c
     path.write_text("id,age,income,city,case,label\n" + _with_case(rows_csv(90), case_of))
     out = tmp_path / "examples"
     with pytest.raises(SlipwayError) as info:
-        executor.run(str(path), str(out), label="label", split_column=spec)
+        executor.run(data=str(path), output_dir=str(out), label="label", split_column=spec)
     assert str(info.value) == error.format(data=path)
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".examples")]
 
 
 def test_a_split_column_with_a_key_or_on_records_is_refused(tmp_path: Path, csv_file: Path):
     with pytest.raises(SlipwayError, match=r"^key 'id' and split_column 'city': give one of them"):
-        executor.run(str(csv_file), str(tmp_path / "o"), label="label", key="id", split_column="city")
+        executor.run(data=str(csv_file), output_dir=str(tmp_path / "o"), label="label", key="id", split_column="city")
     with pytest.raises(SlipwayError, match=r"^split_column 'city:paris=train': the values must map to both train "
                                            r"and eval$"):
-        executor.run(str(csv_file), str(tmp_path / "o"), label="label", split_column="city:paris=train")
+        executor.run(data=str(csv_file), output_dir=str(tmp_path / "o"), label="label", split_column="city:paris=train")

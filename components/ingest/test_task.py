@@ -60,7 +60,7 @@ def test_csv_regression_keeps_the_label_value(tmp_path: Path):
     path = tmp_path / "prices.csv"
     path.write_text("id,x,city,price\n" + "\n".join(rows) + "\n")
     out = tmp_path / "examples"
-    meta = executor.run(str(path), str(out), label="price", key="id")
+    meta = executor.run(data=str(path), output_dir=str(out), label="price", key="id")
     assert meta["task"] == "regression" and "non-integer numbers" in meta["task_reason"]
     assert "label_classes" not in meta and "num_classes" not in meta
     assert meta["columns"]["price"] == "float" and meta["rows_missing_label"] == 1
@@ -75,33 +75,34 @@ def test_csv_regression_keeps_the_label_value(tmp_path: Path):
 def test_integer_label_override_both_ways(tmp_path: Path):
     path = tmp_path / "scores.csv"
     path.write_text("x,score\n" + "".join(f"{i * 0.1},{i % 30}\n" for i in range(90)))
-    auto = executor.run(str(path), str(tmp_path / "auto"), label="score")
+    auto = executor.run(data=str(path), output_dir=str(tmp_path / "auto"), label="score")
     assert auto["task"] == "regression" and "30 distinct values" in auto["task_reason"]
     assert {e.features.feature["score"].float_list.value[0] for e in read_examples(tmp_path / "auto")} == \
         {float(v) for v in range(30)}
-    classes = executor.run(str(path), str(tmp_path / "cls"), label="score", task="classification")
+    classes = executor.run(data=str(path), output_dir=str(tmp_path / "cls"), label="score", task="classification")
     assert classes["task"] == "classification" and classes["num_classes"] == 30
     assert classes["label_classes"][:3] == ["0", "1", "2"] and classes["columns"]["score"] == "int"
     small = tmp_path / "small.csv"
     small.write_text("x,stars\n" + "".join(f"{i * 0.1},{1 + i % 5}\n" for i in range(60)))
-    assert executor.run(str(small), str(tmp_path / "s"), label="stars")["task"] == "classification"
-    assert executor.run(str(small), str(tmp_path / "r"), label="stars", task="REGRESSION")["task"] == "regression"
+    assert executor.run(data=str(small), output_dir=str(tmp_path / "s"), label="stars")["task"] == "classification"
+    assert executor.run(data=str(small), output_dir=str(tmp_path / "r"), label="stars",
+                        task="REGRESSION")["task"] == "regression"
 
 
 def test_string_labels_stay_classification_and_regression_on_them_fails(tmp_path: Path):
     path = tmp_path / "mixed.csv"
     path.write_text("x,price\n" + "".join(f"{i},{i * 1.5}\n" for i in range(40)) + "41,unknown\n")
-    meta = executor.run(str(path), str(tmp_path / "cls"), label="price")
+    meta = executor.run(data=str(path), output_dir=str(tmp_path / "cls"), label="price")
     assert meta["task"] == "classification" and meta["task_reason"] == "auto: label 'price' holds string values"
     out = tmp_path / "examples"
     with pytest.raises(SlipwayError) as info:
-        executor.run(str(path), str(out), label="price", task="regression")
+        executor.run(data=str(path), output_dir=str(out), label="price", task="regression")
     message = str(info.value)
     assert "\n" not in message and "mixed.csv" in message
     assert "label column 'price' holds 'unknown' (data row 41)" in message
     assert not out.exists()
     with pytest.raises(SlipwayError, match="task 'ordinal': expected one of auto, classification, regression"):
-        executor.run(str(path), str(out), label="price", task="ordinal")
+        executor.run(data=str(path), output_dir=str(out), label="price", task="ordinal")
 
 
 def test_tfrecord_float_labels_are_regression_and_int_labels_can_be(tmp_path: Path):
@@ -114,7 +115,7 @@ def test_tfrecord_float_labels_are_regression_and_int_labels_can_be(tmp_path: Pa
     with tf.io.TFRecordWriter(str(path)) as writer:
         for record in records:
             writer.write(record)
-    meta = executor.run(str(path), str(tmp_path / "f"), label="y")
+    meta = executor.run(data=str(path), output_dir=str(tmp_path / "f"), label="y")
     assert meta["task"] == "regression" and meta["columns"]["y"] == "float"
     written = {e.SerializeToString() for e in read_examples(tmp_path / "f")}
     assert written == set(records)  # already one float each: byte for byte
@@ -122,8 +123,8 @@ def test_tfrecord_float_labels_are_regression_and_int_labels_can_be(tmp_path: Pa
     with tf.io.TFRecordWriter(str(path)) as writer:
         for record in ints:
             writer.write(record)
-    assert executor.run(str(path), str(tmp_path / "c"), label="y")["task"] == "classification"
-    meta = executor.run(str(path), str(tmp_path / "r"), label="y", task="regression")
+    assert executor.run(data=str(path), output_dir=str(tmp_path / "c"), label="y")["task"] == "classification"
+    meta = executor.run(data=str(path), output_dir=str(tmp_path / "r"), label="y", task="regression")
     assert meta["task"] == "regression" and meta["label_stats"]["max"] == 3.0
     assert sorted({e.features.feature["y"].float_list.value[0] for e in read_examples(tmp_path / "r")}) == \
         [0.0, 1.0, 2.0, 3.0]
@@ -136,8 +137,8 @@ def test_images_are_classification_only(tmp_path: Path):
         (tmp_path / "pets" / name).mkdir(parents=True)
         for i in range(6):
             Image.new("RGB", (4, 4), (i * 40, 0, 0)).save(tmp_path / "pets" / name / f"{i}.png")
-    meta = executor.run(str(tmp_path / "pets"), str(tmp_path / "ok"), label="")
+    meta = executor.run(data=str(tmp_path / "pets"), output_dir=str(tmp_path / "ok"), label="")
     assert meta["task"] == "classification" and meta["num_classes"] == 2
     with pytest.raises(SlipwayError, match="task regression: images data .* classification only"):
-        executor.run(str(tmp_path / "pets"), str(tmp_path / "o"), label="", task="regression")
+        executor.run(data=str(tmp_path / "pets"), output_dir=str(tmp_path / "o"), label="", task="regression")
     assert not (tmp_path / "o").exists()

@@ -40,9 +40,10 @@ def _schema(folder: Path, columns: dict[str, str]) -> Path:
 def regression(tmp_path_factory):
     """The diabetes CSV ingested (auto: regression) and transformed with the diabetes module."""
     root = tmp_path_factory.mktemp("regression")
-    meta = ingest.run(str(diabetes.diabetes_csv()), str(root / "examples"), label=diabetes.LABEL)
-    transform.run(str(root / "examples"), str(_schema(root / "schema", meta["columns"])), str(DIABETES_MODULE),
-                  str(root / "graph"), str(root / "transformed"))
+    meta = ingest.run(data=str(diabetes.diabetes_csv()), output_dir=str(root / "examples"), label=diabetes.LABEL)
+    transform.run(examples_dir=str(root / "examples"), schema_dir=str(_schema(root / "schema", meta["columns"])),
+                  module_file=str(DIABETES_MODULE), transform_graph_dir=str(root / "graph"),
+                  transformed_examples_dir=str(root / "transformed"))
     return root, meta
 
 

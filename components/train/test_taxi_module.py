@@ -105,11 +105,11 @@ def taxi_run(tmp_path_factory):
         {**ALWAYS, **SOMETIMES},
     )
     t = transform.run(
-        str(root / "examples"),
-        str(_schema(root / "schema")),
-        str(TAXI_MODULE),
-        str(root / "graph"),
-        str(root / "transformed"),
+        examples_dir=str(root / "examples"),
+        schema_dir=str(_schema(root / "schema")),
+        module_file=str(TAXI_MODULE),
+        transform_graph_dir=str(root / "graph"),
+        transformed_examples_dir=str(root / "transformed"),
     )
     r = train.run(
         str(root / "transformed"),

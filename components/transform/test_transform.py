@@ -16,11 +16,11 @@ def transformed(tmp_path_factory):
     root = tmp_path_factory.mktemp("transform")
     inputs = testdata.make_inputs(root)
     result = run(
-        str(inputs["examples"]),
-        str(inputs["schema"]),
-        str(inputs["module"]),
-        str(root / "graph"),
-        str(root / "transformed"),
+        examples_dir=str(inputs["examples"]),
+        schema_dir=str(inputs["schema"]),
+        module_file=str(inputs["module"]),
+        transform_graph_dir=str(root / "graph"),
+        transformed_examples_dir=str(root / "transformed"),
     )
     return root, inputs, result
 
@@ -57,11 +57,11 @@ def test_transform_writes_graph_and_examples(transformed):
 
 def _run(root, inputs, module=None, schema=None):
     return run(
-        str(inputs["examples"]),
-        str(schema or inputs["schema"]),
-        str(module or inputs["module"]),
-        str(root / "graph_bad"),
-        str(root / "transformed_bad"),
+        examples_dir=str(inputs["examples"]),
+        schema_dir=str(schema or inputs["schema"]),
+        module_file=str(module or inputs["module"]),
+        transform_graph_dir=str(root / "graph_bad"),
+        transformed_examples_dir=str(root / "transformed_bad"),
     )
 
 
@@ -192,8 +192,9 @@ def _transformed_on(transformed, name: str, beam_pipeline_args: list[str]) -> di
     import tensorflow_transform as tft
 
     root, inputs, in_process = transformed
-    result = run(str(inputs["examples"]), str(inputs["schema"]), str(inputs["module"]), str(root / f"graph_{name}"),
-                 str(root / f"transformed_{name}"), beam_pipeline_args=beam_pipeline_args)
+    result = run(examples_dir=str(inputs["examples"]), schema_dir=str(inputs["schema"]),
+                 module_file=str(inputs["module"]), transform_graph_dir=str(root / f"graph_{name}"),
+                 transformed_examples_dir=str(root / f"transformed_{name}"), beam_pipeline_args=beam_pipeline_args)
     assert in_process["beam"] == {"runner": "DirectRunner", "workers": 1, "mode": "in_memory", "batch_size": 1000}
     assert result["splits"] == in_process["splits"]
     assert _decoded(root / f"transformed_{name}") == _decoded(root / "transformed")
@@ -239,9 +240,10 @@ def _transform_in_a_fresh_process(inputs: dict, module, out, beam_pipeline_args:
     from slipway.core.artifacts import sha256_file
 
     code = ("import json, sys\nfrom slipway.components.transform.executor import run\na = json.loads(sys.argv[1])\n"
-            "run(*a[:5], beam_pipeline_args=a[5])")
-    args = [str(inputs["examples"]), str(inputs["schema"]), str(module), str(out / "graph"), str(out / "data"),
-            beam_pipeline_args]
+            "run(**a)")
+    args = {"examples_dir": str(inputs["examples"]), "schema_dir": str(inputs["schema"]), "module_file": str(module),
+            "transform_graph_dir": str(out / "graph"), "transformed_examples_dir": str(out / "data"),
+            "beam_pipeline_args": beam_pipeline_args}
     done = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -64,6 +64,13 @@ def _threshold(name: str, value: Any) -> float:
     return value
 
 
+def _default_drift(value: float | None) -> float | None:
+    """default_drift_threshold as run() takes it: None, or below 0 (the component's default, -1), is no check."""
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool) and value < 0):
+        return None
+    return _threshold("default_drift_threshold", value)
+
+
 def _load_user_schema(schema_file: str):
     from google.protobuf import text_format
     from tensorflow_metadata.proto.v0 import schema_pb2
@@ -323,27 +330,27 @@ def _report_context(examples_dir: str, schema, stats: dict, meta: dict, found: d
 
 
 def run(
+    *,
     examples_dir: str,
     statistics_dir: str,
     schema_dir: str,
     report_dir: str,
     schema_file: str = "",
     allow_anomalies: bool = False,
-    skew_thresholds: dict | None = None,
-    drift_thresholds: dict | None = None,
+    skew_thresholds: Mapping[str, Any] | str | None = None,
+    drift_thresholds: Mapping[str, Any] | str | None = None,
     default_drift_threshold: float | None = None,
     beam_pipeline_args: Sequence[str] | str | None = None,
 ) -> dict:
     """Compute statistics, settle the schema, find anomalies/skew/drift, write the outputs; see the README.
 
-    beam_pipeline_args: Beam options as TFX takes them (a list, a JSON list or one shell-quoted string); empty
-    computes the statistics in process (the fast path), anything else on Beam with these options
-    (slipway.core.beam).
+    skew_thresholds, drift_thresholds: {feature: threshold} or its JSON text; default_drift_threshold: the other
+    features' (None or below 0: none). beam_pipeline_args: Beam options as TFX takes them (a list, a JSON list or
+    one shell-quoted string); empty computes the statistics in process, else on Beam (slipway.core.beam).
     """
     skew = parse_thresholds("skew_thresholds", skew_thresholds)
     drift = parse_thresholds("drift_thresholds", drift_thresholds)
-    default_drift = None if default_drift_threshold is None else _threshold("default_drift_threshold",
-                                                                            default_drift_threshold)
+    default_drift = _default_drift(default_drift_threshold)
     beam_args = beam_options.parse_args(beam_pipeline_args)
     splits = _train_first_splits(examples_dir)
     meta_path = Path(examples_dir) / artifacts.EXAMPLES_META

@@ -4,11 +4,12 @@ copied to the KFP UI's artifacts even when validation fails the step, and the st
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 from typing import Any
 
-from slipway.core.step import Step, parameters
+from slipway.components.validate.spec import SPEC
+from slipway.core.component_spec import arguments_of
+from slipway.core.step import Step
 from slipway.core.step_facts import decoded
 
 
@@ -16,31 +17,25 @@ def run(arguments: dict[str, Any]) -> None:
     """Statistics, schema and anomalies (executor.run), recorded; the HTML and Markdown reports copied out."""
     from slipway.components.validate import executor
 
-    a = arguments
-    anomalies = a["anomalies"]
-    with Step("validate", parameters(a), a["lineage_store"], fact=fact) as step:
-        step.input("examples", "Examples", a["examples"])
-        if a["schema_file"]:
-            step.input_file("schema_file", "UserSchema", a["schema_file"])
+    a = arguments_of(SPEC, arguments)
+    anomalies = a.anomalies
+    with Step("validate", a.recorded(), a.lineage_store, fact=fact) as step:
+        step.input("examples", "Examples", a.examples)
+        if a.schema_file:
+            step.input_file("schema_file", "UserSchema", a.schema_file)
         try:
-            meta = executor.run(
-                a["examples"].path, a["statistics"].path, a["schema"].path, anomalies.path,
-                schema_file=a["schema_file"], allow_anomalies=a["allow_anomalies"],
-                skew_thresholds=json.loads(a["skew_thresholds"] or "{}"),
-                drift_thresholds=json.loads(a["drift_thresholds"] or "{}"),
-                default_drift_threshold=None if a["default_drift_threshold"] < 0 else a["default_drift_threshold"],
-                beam_pipeline_args=a["beam_pipeline_args"],
-            )
+            meta = executor.run(examples_dir=a.examples.path, statistics_dir=a.statistics.path,
+                                schema_dir=a.schema.path, report_dir=anomalies.path, **a.executor_parameters())
         finally:
             # The report is worth reading even when validation fails the step.
-            for name, target in (("report.html", a["report"].path), ("report.md", a["summary"].path)):
+            for name, target in (("report.html", a.report.path), ("report.md", a.summary.path)):
                 with contextlib.suppress(FileNotFoundError):
                     shutil.copyfile(f"{anomalies.path}/{name}", target)
-        step.output("statistics", "ExampleStatistics", a["statistics"], {"splits": meta.get("splits")})
-        step.output("schema", "Schema", a["schema"], {"source": meta.get("schema_source")})
+        step.output("statistics", "ExampleStatistics", a.statistics, {"splits": meta.get("splits")})
+        step.output("schema", "Schema", a.schema, {"source": meta.get("schema_source")})
         # The report artifact's name has no extension (KFP picks it): the copy in this folder opens in a browser.
         step.output("anomalies", "ExampleAnomalies", anomalies, {**meta, "report_html": f"{anomalies.uri}/report.html"})
-        step.output("report", "HTML", a["report"])
+        step.output("report", "HTML", a.report)
 
 
 def fact(outputs: dict, params: dict) -> str:

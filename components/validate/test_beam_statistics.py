@@ -24,7 +24,7 @@ def examples(tmp_path_factory) -> str:
     csv = root / "taxi.csv"
     with open(taxi.taxi_csv(), encoding="utf-8") as sample:
         csv.write_text("".join(itertools.islice(sample, SLICE_ROWS + 1)), encoding="utf-8")  # with the header
-    ingest.run(str(csv), str(root / "examples"), taxi.LABEL)
+    ingest.run(data=str(csv), output_dir=str(root / "examples"), label=taxi.LABEL)
     return str(root / "examples")
 
 
@@ -34,8 +34,8 @@ def _validate(examples: str, root, beam_pipeline_args) -> dict:
     import tensorflow_data_validation as tfdv
 
     outs = {name: str(root / name) for name in ("statistics", "schema", "report")}
-    meta = executor.run(examples, outs["statistics"], outs["schema"], outs["report"], allow_anomalies=True,
-                        beam_pipeline_args=beam_pipeline_args)
+    meta = executor.run(examples_dir=examples, statistics_dir=outs["statistics"], schema_dir=outs["schema"],
+                        report_dir=outs["report"], allow_anomalies=True, beam_pipeline_args=beam_pipeline_args)
     stats = {split: tfdv.load_stats_binary(f"{outs['statistics']}/Split-{split}/FeatureStats.pb").datasets[0]
              for split in meta["splits"]}
     return {
@@ -134,11 +134,11 @@ def test_statistics_list_features_in_path_order_whatever_order_the_runner_merged
 
 
 def test_bad_beam_pipeline_args_fail_before_anything_is_written(examples, tmp_path):
-    outs = [str(tmp_path / name) for name in ("statistics", "schema", "report")]
+    outs = {f"{name}_dir": str(tmp_path / name) for name in ("statistics", "schema", "report")}
     with pytest.raises(SlipwayError, match=r"^beam_pipeline_args\[0\] 'DirectRunner': expected --name=value"):
-        executor.run(examples, *outs, beam_pipeline_args=["DirectRunner"])
+        executor.run(examples_dir=examples, **outs, beam_pipeline_args=["DirectRunner"])
     with pytest.raises(SlipwayError, match=r"--direct_running_mode=threads: expected one of in_memory"):
-        executor.run(examples, *outs, beam_pipeline_args="--direct_running_mode=threads")
+        executor.run(examples_dir=examples, **outs, beam_pipeline_args="--direct_running_mode=threads")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -146,8 +146,8 @@ def test_an_unreadable_shard_on_beam_is_an_error_naming_the_examples(tmp_path):
     corrupt = tmp_path / "corrupt"
     (corrupt / "Split-train").mkdir(parents=True)
     (corrupt / "Split-train" / "data.gz").write_bytes(b"this is not gzip")
-    outs = [str(tmp_path / name) for name in ("statistics", "schema", "report")]
+    outs = {f"{name}_dir": str(tmp_path / name) for name in ("statistics", "schema", "report")}
     with pytest.raises(SlipwayError, match=r"^examples .*corrupt: a shard of train cannot be read \(Error -3 while "
                                            r"decompressing data: incorrect header check\)$"):
-        executor.run(str(corrupt), *outs, beam_pipeline_args=["--runner=DirectRunner"])
+        executor.run(examples_dir=str(corrupt), **outs, beam_pipeline_args=["--runner=DirectRunner"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt"]

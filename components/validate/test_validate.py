@@ -71,7 +71,7 @@ def test_clean_data_passes_and_writes_tfx_layout(data, tmp_path, capsys):
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     outs = _outs(tmp_path)
-    result = executor.run(data["clean"], **outs, beam_pipeline_args=[])  # the KFP parameter's default: no Beam
+    result = executor.run(examples_dir=data["clean"], **outs, beam_pipeline_args=[])  # the KFP default: no Beam
 
     assert result == {"splits": {"train": 200, "eval": 100}, "num_features": 4, "anomalies": [],
                       "anomaly_count": 0, "schema_source": "inferred", "blessed": True, "identifier_like": [],
@@ -110,7 +110,7 @@ def test_an_identifier_is_flagged_and_the_label_shown_as_its_classes(tmp_path):
 
     examples = write_examples(tmp_path / "examples", {"train": rows(200, 1, 0), "eval": rows(100, 2, 200)}, "label",
                               ["stayed", "tipped"], {**COLUMNS, "rider": "string"})
-    result = executor.run(str(examples), **_outs(tmp_path), beam_pipeline_args=[])
+    result = executor.run(examples_dir=str(examples), **_outs(tmp_path), beam_pipeline_args=[])
     assert result["identifier_like"] == ["rider"]  # 'company' (3 values) is no identifier
     line = fact({"anomalies": result}, {})
     assert line.endswith("; identifier-like (a value per row, nothing to learn from: drop it or use it as the split "
@@ -127,7 +127,7 @@ def test_new_categorical_value_fails_and_leaves_no_schema(data, tmp_path, capsys
     (tmp_path / "schema_dir").mkdir()  # an empty placeholder, as an orchestrator may create
 
     with pytest.raises(ValidationFailed) as err:
-        executor.run(data["new_company"], **outs)
+        executor.run(examples_dir=data["new_company"], **outs)
 
     message = str(err.value)
     assert "\n" not in message
@@ -151,35 +151,35 @@ def test_anomaly_error_names_the_option_as_the_caller_spells_it(data, tmp_path, 
 
     monkeypatch.setenv(OPTION_NAMES_ENV, '{"allow_anomalies": "--allow-anomalies"}')  # as `slipway run` sets it
     with pytest.raises(ValidationFailed) as err:
-        executor.run(data["new_company"], **_outs(tmp_path / "cli"))
+        executor.run(examples_dir=data["new_company"], **_outs(tmp_path / "cli"))
     assert str(err.value).endswith("; pass --allow-anomalies to continue)")
     monkeypatch.delenv(OPTION_NAMES_ENV)  # a pipeline run on a cluster: the pipeline parameter's name
     with pytest.raises(ValidationFailed) as err:
-        executor.run(data["new_company"], **_outs(tmp_path / "pipeline"))
+        executor.run(examples_dir=data["new_company"], **_outs(tmp_path / "pipeline"))
     assert str(err.value).endswith("; pass allow_anomalies to continue)")
 
 
 def test_user_schema_names_a_number_feature_that_arrived_as_text(data, tmp_path):
     # Ingest keeps a column of mostly text as text; a curated schema that says FLOAT catches it before transform.
-    executor.run(data["clean"], **_outs(tmp_path / "first"))
+    executor.run(examples_dir=data["clean"], **_outs(tmp_path / "first"))
     rows = {split: [{**row, "fare": "n/a" if i % 2 else str(row["fare"])} for i, row in enumerate(_rows(n, seed))]
             for split, n, seed in (("train", 60, 1), ("eval", 30, 2))}
     texty = write_examples(tmp_path / "texty", rows, "label", ["0", "1"], {**COLUMNS, "fare": "string"})
     with pytest.raises(ValidationFailed) as err:
-        executor.run(str(texty), **_outs(tmp_path / "second"),
+        executor.run(examples_dir=str(texty), **_outs(tmp_path / "second"),
                      schema_file=str(tmp_path / "first" / "schema_dir" / "schema.pbtxt"))
     assert "train/fare: Unexpected data type (Expected data of type: FLOAT but got STRING)" in str(err.value)
 
 
 def test_missing_required_feature_fails(data, tmp_path):
     with pytest.raises(ValidationFailed, match=r"eval/trips: Column dropped"):
-        executor.run(data["dropped"], **_outs(tmp_path))
+        executor.run(examples_dir=data["dropped"], **_outs(tmp_path))
     assert not (tmp_path / "schema_dir").exists()
     assert "eval | trips" in (tmp_path / "report_dir" / "report.md").read_text()
 
 
 def test_allow_anomalies_writes_everything_and_records_them(data, tmp_path):
-    result = executor.run(data["new_company"], **_outs(tmp_path), allow_anomalies=True)
+    result = executor.run(examples_dir=data["new_company"], **_outs(tmp_path), allow_anomalies=True)
 
     assert result["blessed"] is False and result["anomaly_count"] == 1
     assert result["anomalies"] == ["eval/company: Unexpected string values"]
@@ -192,13 +192,13 @@ def test_allow_anomalies_writes_everything_and_records_them(data, tmp_path):
 def test_user_schema_is_used(data, tmp_path):
     import tensorflow_data_validation as tfdv
 
-    executor.run(data["clean"], **_outs(tmp_path / "first"))
+    executor.run(examples_dir=data["clean"], **_outs(tmp_path / "first"))
     schema = _load_schema(str(tmp_path / "first" / "schema_dir" / "schema.pbtxt"))
     tfdv.get_domain(schema, "company").value.append("Zed Cabs")  # the user knows this company is valid
     widened = tmp_path / "widened.pbtxt"
     tfdv.write_schema_text(schema, str(widened))
 
-    result = executor.run(data["new_company"], **_outs(tmp_path / "second"), schema_file=str(widened))
+    result = executor.run(examples_dir=data["new_company"], **_outs(tmp_path / "second"), schema_file=str(widened))
     assert result["schema_source"] == "user" and result["blessed"] is True
     written = _load_schema(str(tmp_path / "second" / "schema_dir" / "schema.pbtxt"))
     assert "Zed Cabs" in tfdv.get_domain(written, "company").value
@@ -210,16 +210,16 @@ def test_user_schema_is_used(data, tmp_path):
     narrowed = tmp_path / "narrowed.pbtxt"
     tfdv.write_schema_text(schema, str(narrowed))
     with pytest.raises(ValidationFailed) as err:
-        executor.run(data["clean"], **_outs(tmp_path / "third"), schema_file=str(narrowed))
+        executor.run(examples_dir=data["clean"], **_outs(tmp_path / "third"), schema_file=str(narrowed))
     assert "train/company" in str(err.value) and "eval/company" in str(err.value) and "Acme" in str(err.value)
 
 
 def test_drift_and_skew_thresholds(data, tmp_path):
     # The shifted eval split is 95% "City"; train is about a third each: L-infinity distance about 0.6.
     with pytest.raises(ValidationFailed, match=r"eval/company: High Linfty distance between current and previous"):
-        executor.run(data["shifted"], **_outs(tmp_path / "strict"), drift_thresholds={"company": 0.2})
+        executor.run(examples_dir=data["shifted"], **_outs(tmp_path / "strict"), drift_thresholds={"company": 0.2})
 
-    result = executor.run(data["shifted"], **_outs(tmp_path / "allowed"), allow_anomalies=True,
+    result = executor.run(examples_dir=data["shifted"], **_outs(tmp_path / "allowed"), allow_anomalies=True,
                           drift_thresholds='{"company": 0.2}', skew_thresholds={"company": 0.2})
     kinds = sorted(a["kind"] for a in json.loads((tmp_path / "allowed" / "report_dir" / "anomalies.json").read_text())[
         "anomalies"])
@@ -227,8 +227,9 @@ def test_drift_and_skew_thresholds(data, tmp_path):
     assert result["anomaly_count"] == 2
 
     # A loose threshold, and the same data with the default threshold applied to every feature.
-    assert executor.run(data["shifted"], **_outs(tmp_path / "loose"), drift_thresholds={"company": 0.9})["blessed"]
-    result = executor.run(data["shifted"], **_outs(tmp_path / "default"), allow_anomalies=True,
+    assert executor.run(examples_dir=data["shifted"], **_outs(tmp_path / "loose"),
+                        drift_thresholds={"company": 0.9})["blessed"]
+    result = executor.run(examples_dir=data["shifted"], **_outs(tmp_path / "default"), allow_anomalies=True,
                           default_drift_threshold=0.3)
     assert "eval/company: High Linfty distance between current and previous" in result["anomalies"]
 
@@ -236,25 +237,25 @@ def test_drift_and_skew_thresholds(data, tmp_path):
 def test_bad_inputs(data, tmp_path):
     missing = tmp_path / "nope.pbtxt"
     with pytest.raises(SlipwayError, match=r"^schema file .*nope\.pbtxt: not found$"):
-        executor.run(data["clean"], **_outs(tmp_path / "a"), schema_file=str(missing))
+        executor.run(examples_dir=data["clean"], **_outs(tmp_path / "a"), schema_file=str(missing))
     garbage = tmp_path / "garbage.pbtxt"
     garbage.write_text("feature { name: \n")
     with pytest.raises(SlipwayError, match=r"schema file .*garbage\.pbtxt: not a valid Schema text proto"):
-        executor.run(data["clean"], **_outs(tmp_path / "b"), schema_file=str(garbage))
+        executor.run(examples_dir=data["clean"], **_outs(tmp_path / "b"), schema_file=str(garbage))
     with pytest.raises(SlipwayError, match=r"drift_thresholds: feature 'nosuch' is not in the schema"):
-        executor.run(data["clean"], **_outs(tmp_path / "c"), drift_thresholds={"nosuch": 0.1})
+        executor.run(examples_dir=data["clean"], **_outs(tmp_path / "c"), drift_thresholds={"nosuch": 0.1})
     with pytest.raises(SlipwayError, match=r"skew_thresholds\['company'\]: threshold must be a number"):
-        executor.run(data["clean"], **_outs(tmp_path / "d"), skew_thresholds={"company": "high"})
+        executor.run(examples_dir=data["clean"], **_outs(tmp_path / "d"), skew_thresholds={"company": "high"})
 
     only_eval = write_examples(tmp_path / "only_eval", {"eval": _rows(10, 3)}, "label", ["0", "1"], COLUMNS)
     with pytest.raises(SlipwayError, match=r"no 'train' split .*splits found: eval") as err:
-        executor.run(str(only_eval), **_outs(tmp_path / "e"))
+        executor.run(examples_dir=str(only_eval), **_outs(tmp_path / "e"))
     assert not isinstance(err.value, ValidationFailed)
     corrupt = tmp_path / "corrupt"
     (corrupt / "Split-train").mkdir(parents=True)
     (corrupt / "Split-train" / "data.gz").write_bytes(b"this is not gzip")
     with pytest.raises(SlipwayError, match=r"split 'train' cannot be read \(inflate\(\) failed"):
-        executor.run(str(corrupt), **_outs(tmp_path / "f"))
+        executor.run(examples_dir=str(corrupt), **_outs(tmp_path / "f"))
     # nothing was written for any of the failures
     assert not any((tmp_path / d).exists() for d in "abcdef")
 
@@ -270,7 +271,7 @@ def _bar_titles(svg: ET.Element) -> list[str]:
 
 
 def test_report_draws_each_feature_per_split_without_remote_resources(data, tmp_path):
-    executor.run(data["new_company"], **_outs(tmp_path), allow_anomalies=True)
+    executor.run(examples_dir=data["new_company"], **_outs(tmp_path), allow_anomalies=True)
     page = (tmp_path / "report_dir" / "report.html").read_text()
 
     for remote in ("http://", "https://", "//cdn", "<script", "@import", "xlink", "src="):
@@ -302,7 +303,7 @@ def test_report_cuts_a_long_tail_into_an_overflow_bar(tmp_path):
 
     examples = write_examples(tmp_path / "tail", {"train": rows(400, 1), "eval": rows(200, 2)}, "label", ["0", "1"],
                               COLUMNS)
-    executor.run(str(examples), **_outs(tmp_path))
+    executor.run(examples_dir=str(examples), **_outs(tmp_path))
 
     fare = _charts((tmp_path / "report_dir" / "report.html").read_text())["fare"][1]
     titles = _bar_titles(fare)

@@ -33,7 +33,7 @@ def test_diabetes_csv_is_written_once_and_ingests_as_regression(cache: Path, tmp
     assert cli.main(["data", "diabetes"]) == 0
     assert capsys.readouterr().out.strip() == str(path)
 
-    meta = executor.run(str(path), str(tmp_path / "examples"), label=diabetes.LABEL)
+    meta = executor.run(data=str(path), output_dir=str(tmp_path / "examples"), label=diabetes.LABEL)
     assert meta["task"] == "regression"
     assert meta["task_reason"] == "auto: label 'progression' holds integers with 214 distinct values (more than 20)"
     assert meta["label_stats"]["min"] == 25.0 and meta["label_stats"]["max"] == 346.0

@@ -25,7 +25,7 @@ def test_digits_folder_is_built_once_and_ingests_with_skips(cache: Path, tmp_pat
     stamp = (folder / "0" / "0000.png").stat().st_mtime_ns
     assert digits.digits_folder() == folder and (folder / "0" / "0000.png").stat().st_mtime_ns == stamp
 
-    meta = executor.run(str(folder), str(tmp_path / "examples"), label="digit")
+    meta = executor.run(data=str(folder), output_dir=str(tmp_path / "examples"), label="digit")
     assert meta["data_format"] == "images"
     assert sum(meta["splits"].values()) == 1797
     assert meta["num_classes"] == 10 and meta["label_classes"] == [str(i) for i in range(10)]
