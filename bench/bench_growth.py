@@ -92,8 +92,8 @@ DRIVERS = {
     """,
     "train": """
         from slipway.components.train import executor
-        meta = executor.run(A["out"] + "/transformed", A["out"] + "/graph", A["module"], A["out"] + "/model",
-                            A["out"] + "/logs")
+        meta = executor.run(transformed_examples_dir=A["out"] + "/transformed", transform_graph_dir=A["out"] + "/graph",
+                            module_file=A["module"], model_dir=A["out"] + "/model", tensorboard_dir=A["out"] + "/logs")
         rows = json.load(open(A["out"] + "/transformed/examples_meta.json"))["splits"]["train"]
         extra = {"epochs": meta["hyperparameters"].get("epochs"), "train_steps": meta["train_steps"]}
     """,

@@ -55,8 +55,9 @@ def train(root: Path, module: str, name: str, workers: int, hparams: dict, horov
         executor.run_horovod_locally(1, command)
         meta = json.loads((out / "model" / "model_meta.json").read_text())
         return {**meta, "seconds": time.perf_counter() - started}
-    return executor.run(str(root / "tx"), str(root / "graph"), module, str(out / "model"), str(out / "tb"), hparams,
-                        workers=workers, digest_dir=str(out / "d"))
+    return executor.run(transformed_examples_dir=str(root / "tx"), transform_graph_dir=str(root / "graph"),
+                        module_file=module, model_dir=str(out / "model"), tensorboard_dir=str(out / "tb"),
+                        hyperparameters=hparams, workers=workers, digest_dir=str(out / "d"))
 
 
 def allreduce_share(timeline: Path) -> float:

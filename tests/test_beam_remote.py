@@ -205,8 +205,9 @@ def test_evaluate_on_remote_workers_gives_the_in_process_metrics(world, transfor
     from slipway.data.taxi import taxi_module
 
     root = world["root"]
-    train.run(str(root / "transformed-in-process"), str(root / "graph-in-process"), str(taxi_module()),
-              str(root / "model"), str(root / "tensorboard"))
+    train.run(transformed_examples_dir=str(root / "transformed-in-process"),
+              transform_graph_dir=str(root / "graph-in-process"), module_file=str(taxi_module()),
+              model_dir=str(root / "model"), tensorboard_dir=str(root / "tensorboard"))
     outputs = {}
     for name, args in (("in-process", []), ("remote", world["args"])):
         outputs[name] = evaluate.run(model_dir=str(root / "model"), examples_dir=str(root / "examples"),

@@ -110,7 +110,8 @@ def run_train(summary: dict, scratch: Path, checkpoints: bool) -> None:
         fit._profile_steps_wrapped = True
         tf.keras.Model.fit = fit
     out = scratch / "train"
-    executor.run(inputs["examples"], inputs["graph"], inputs["module"], str(out / "model"), str(out / "logs"),
+    executor.run(transformed_examples_dir=inputs["examples"], transform_graph_dir=inputs["graph"],
+                 module_file=inputs["module"], model_dir=str(out / "model"), tensorboard_dir=str(out / "logs"),
                  checkpoint_dir=str(out / "checkpoints") if checkpoints else "")
 
 

@@ -52,6 +52,7 @@ def read_blessing(blessing_dir: str) -> tuple[bool, str, dict]:
 
 
 def run(
+    *,
     model_dir: str,
     blessing_dir: str,
     examples_dir: str,

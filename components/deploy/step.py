@@ -6,24 +6,24 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from slipway.components.deploy.spec import SPEC
+from slipway.core.component_spec import arguments_of
 from slipway.core.lineage import ENV_PIPELINE
-from slipway.core.step import Step, parameters
+from slipway.core.step import Step
 
 
 def run(arguments: dict[str, Any]) -> tuple[str, int, str]:
     """Push, serve and smoke-test a blessed model (executor.run); returns (endpoint, model_version, status)."""
     from slipway.components.deploy import executor
 
-    a = arguments
-    with Step("deploy", parameters(a), a["lineage_store"], fact=fact) as step:
-        step.input("model", "Model", a["model"])
-        step.input("blessing", "ModelBlessing", a["blessing"])
-        record = executor.run(a["model"].path, a["blessing"].path, a["examples"].path, a["deployment"].path,
-                              a["model_name"], a["model_base"], backend=a["backend"], cluster=a["cluster"],
-                              keep_serving=a["keep_serving"], port=a["port"], smoke_rows=a["smoke_rows"],
-                              run_id=step.run_id, model_registry=a["model_registry"],
-                              pipeline=os.environ.get(ENV_PIPELINE, ""), kfp_run_id=a["kfp_run_id"])
-        step.output("deployment", "Deployment", a["deployment"], record)
+    a = arguments_of(SPEC, arguments)
+    with Step("deploy", a.recorded(), a.lineage_store, fact=fact) as step:
+        step.input("model", "Model", a.model)
+        step.input("blessing", "ModelBlessing", a.blessing)
+        record = executor.run(model_dir=a.model.path, blessing_dir=a.blessing.path, examples_dir=a.examples.path,
+                              deployment_dir=a.deployment.path, run_id=step.run_id,
+                              pipeline=os.environ.get(ENV_PIPELINE, ""), **a.executor_parameters())
+        step.output("deployment", "Deployment", a.deployment, record)
     return (record.get("endpoint") or "", int(record.get("model_version") or 0), record["status"])
 
 

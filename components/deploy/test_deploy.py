@@ -41,8 +41,9 @@ BLESSED_METRICS = {"auc": 0.93, "binary_accuracy": 0.88, "example_count": 40, "n
 
 def _deploy(trained: dict, tmp_path: Path, base: str, blessing: str = "BLESSED", model: str = "", **kwargs) -> dict:
     out = tmp_path / f"deployment-{len(list(tmp_path.glob('deployment-*')))}"
-    return executor.run(model or trained["model"], trained[blessing], trained["examples"], str(out), "synthetic",
-                        base, **kwargs)
+    return executor.run(model_dir=model or trained["model"], blessing_dir=trained[blessing],
+                        examples_dir=trained["examples"], deployment_dir=str(out), model_name="synthetic",
+                        model_base=base, **kwargs)
 
 
 def _answers(url: str) -> bool:
@@ -77,15 +78,15 @@ def test_bad_settings_fail_before_anything_is_pushed(trained, tmp_path: Path, kw
 
 def test_bad_names_bases_and_blessings_are_one_line(trained, tmp_path: Path):
     with pytest.raises(SlipwayError, match="model_name 'Taxi_Model'"):
-        executor.run(trained["model"], trained["BLESSED"], trained["examples"], str(tmp_path / "d"), "Taxi_Model",
-                     str(tmp_path / "base"))
+        executor.run(model_dir=trained["model"], blessing_dir=trained["BLESSED"], examples_dir=trained["examples"],
+                     deployment_dir=str(tmp_path / "d"), model_name="Taxi_Model", model_base=str(tmp_path / "base"))
     with pytest.raises(SlipwayError, match="model_base is empty"):
         _deploy(trained, tmp_path, "")
     empty = tmp_path / "blessing"
     empty.mkdir()
     with pytest.raises(SlipwayError, match="expected exactly one of BLESSED or NOT_BLESSED"):
-        executor.run(trained["model"], str(empty), trained["examples"], str(tmp_path / "d"), "m",
-                     str(tmp_path / "base"))
+        executor.run(model_dir=trained["model"], blessing_dir=str(empty), examples_dir=trained["examples"],
+                     deployment_dir=str(tmp_path / "d"), model_name="m", model_base=str(tmp_path / "base"))
     with pytest.raises(SlipwayError, match="pvc:// needs backend kubernetes"):
         _deploy(trained, tmp_path, "pvc://models/synthetic")
     assert not (tmp_path / "d").exists()

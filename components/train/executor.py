@@ -35,15 +35,28 @@ MODEL_META = "model_meta.json"
 LOG_TAIL_LINES = 30
 
 
-def run_on(backend: str, transformed_examples, transform_graph, module_file: str, model, tensorboard,
-           hyperparameters: dict | str | None, workers: int, checkpoint_dir: str, cluster: str,
-           trainer_image: str, reference_file: str) -> dict:
+def run_on(
+    *,
+    transformed_examples,
+    transform_graph,
+    model,
+    tensorboard,
+    reference_file: str,
+    module_file: str,
+    hyperparameters: dict | str | None = "{}",
+    workers: int = 1,
+    checkpoint_dir: str = "",
+    backend: str = "local",
+    cluster: str = "{}",
+    trainer_image: str = "",
+) -> dict:
     """Train where `backend` says, given the step's KFP artifacts: "local" in this process (run), "kubernetes" as
     an MPIJob through the launcher (cluster.run; cluster: its JSON settings, trainer_image the default image,
     reference_file where the MPIJob's reference is kept for a restarted step)."""
     if backend == "local":
-        return run(transformed_examples.path, transform_graph.path, module_file, model.path, tensorboard.path,
-                   hyperparameters, workers=workers, checkpoint_dir=checkpoint_dir)
+        return run(transformed_examples_dir=transformed_examples.path, transform_graph_dir=transform_graph.path,
+                   module_file=module_file, model_dir=model.path, tensorboard_dir=tensorboard.path,
+                   hyperparameters=hyperparameters, workers=workers, checkpoint_dir=checkpoint_dir)
     if backend == "kubernetes":
         from slipway.components.train import cluster as cluster_backend
         from slipway.core.kube.cluster import parse_config
@@ -56,6 +69,7 @@ def run_on(backend: str, transformed_examples, transform_graph, module_file: str
 
 
 def run(
+    *,
     transformed_examples_dir: str,
     transform_graph_dir: str,
     module_file: str,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from slipway.core.step import Step, parameters
+from slipway.components.train.spec import SPEC
+from slipway.core.component_spec import arguments_of
+from slipway.core.step import Step
 from slipway.core.step_facts import metrics_text
 
 
@@ -14,19 +16,17 @@ def run(arguments: dict[str, Any]) -> None:
     from slipway.components.train import executor
     from slipway.core.kube.launcher import remote_job_reference
 
-    a = arguments
-    # the trainer image is where the step runs, not what it computes: not a lineage parameter
-    with Step("train", parameters(a, leave_out=("lineage_store", "trainer_image")), a["lineage_store"],
-              fact=fact) as step:
-        step.input("transformed_examples", "Examples", a["transformed_examples"])
-        step.input("transform_graph", "TransformGraph", a["transform_graph"])
-        step.input_file("module_file", "ModuleFile", a["module_file"])
-        meta = executor.run_on(a["backend"], a["transformed_examples"], a["transform_graph"], a["module_file"],
-                               a["model"], a["tensorboard"], a["hyperparameters"], a["workers"],
-                               a["checkpoint_dir"], a["cluster"], a["trainer_image"], a["remote_job"].path)
-        step.output("model", "Model", a["model"], meta)
-        step.output("tensorboard", "TensorBoardLogs", a["tensorboard"])
-        remote_job_reference(a["remote_job"], a["backend"])
+    a = arguments_of(SPEC, arguments)
+    with Step("train", a.recorded(), a.lineage_store, fact=fact) as step:
+        step.input("transformed_examples", "Examples", a.transformed_examples)
+        step.input("transform_graph", "TransformGraph", a.transform_graph)
+        step.input_file("module_file", "ModuleFile", a.module_file)
+        meta = executor.run_on(transformed_examples=a.transformed_examples, transform_graph=a.transform_graph,
+                               model=a.model, tensorboard=a.tensorboard, reference_file=a.remote_job.path,
+                               **a.executor_parameters())
+        step.output("model", "Model", a.model, meta)
+        step.output("tensorboard", "TensorBoardLogs", a.tensorboard)
+        remote_job_reference(a.remote_job, a.backend)
 
 
 def fact(outputs: dict, params: dict) -> str:

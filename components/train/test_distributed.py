@@ -50,8 +50,9 @@ def inputs(tmp_path_factory, transformed_inputs):
 
 
 def _run(root: Path, made: dict, out: Path, workers: int, hparams: dict, **kwargs) -> dict:
-    return run(str(root / "transformed"), str(root / "graph"), str(made["module"]), str(out / "model"),
-               str(out / "tb"), hparams, workers=workers, **kwargs)
+    return run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+               module_file=str(made["module"]), model_dir=str(out / "model"), tensorboard_dir=str(out / "tb"),
+               hyperparameters=hparams, workers=workers, **kwargs)
 
 
 def test_two_ranks_train_to_identical_weights_and_export_once(inputs, tmp_path: Path):

@@ -50,8 +50,9 @@ def regression(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(regression):
     root, _ = regression
-    result = train.run(str(root / "transformed"), str(root / "graph"), str(DIABETES_MODULE), str(root / "model"),
-                       str(root / "tb"), {"epochs": 15})
+    result = train.run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+                       module_file=str(DIABETES_MODULE), model_dir=str(root / "model"),
+                       tensorboard_dir=str(root / "tb"), hyperparameters={"epochs": 15})
     return root, result
 
 
@@ -128,8 +129,9 @@ def test_a_module_that_cannot_do_regression_fails_with_one_line(regression, tmp_
     module = tmp_path / "module.py"
     module.write_text(source)
     with pytest.raises(SlipwayError, match=message) as info:
-        train.run(str(root / "transformed"), str(root / "graph"), str(module), str(tmp_path / "model"),
-                  str(tmp_path / "tb"), {"epochs": 1})
+        train.run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+                  module_file=str(module), model_dir=str(tmp_path / "model"), tensorboard_dir=str(tmp_path / "tb"),
+                  hyperparameters={"epochs": 1})
     assert "\n" not in str(info.value) and str(module) in str(info.value)
     assert not (tmp_path / "model").exists()
 

@@ -111,14 +111,9 @@ def taxi_run(tmp_path_factory):
         transform_graph_dir=str(root / "graph"),
         transformed_examples_dir=str(root / "transformed"),
     )
-    r = train.run(
-        str(root / "transformed"),
-        str(root / "graph"),
-        str(TAXI_MODULE),
-        str(root / "model"),
-        str(root / "tb"),
-        {"epochs": 4, "batch_size": 32},
-    )
+    r = train.run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+                  module_file=str(TAXI_MODULE), model_dir=str(root / "model"), tensorboard_dir=str(root / "tb"),
+                  hyperparameters={"epochs": 4, "batch_size": 32})
     return root, t, r
 
 

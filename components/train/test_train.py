@@ -18,14 +18,9 @@ from tests.support.inputs import example_from_row
 def binary(tmp_path_factory, transformed_inputs):
     root = tmp_path_factory.mktemp("train_binary")
     inputs = transformed_inputs(root, num_classes=2)
-    result = run(
-        str(root / "transformed"),
-        str(root / "graph"),
-        str(inputs["module"]),
-        str(root / "model"),
-        str(root / "tb"),
-        {"epochs": 2},
-    )
+    result = run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+                 module_file=str(inputs["module"]), model_dir=str(root / "model"), tensorboard_dir=str(root / "tb"),
+                 hyperparameters={"epochs": 2})
     return root, inputs, result
 
 
@@ -114,28 +109,18 @@ def test_raw_input_specs_give_optional_integers_a_missing_marker():
 
 def test_fewer_epochs_fewer_steps(binary, tmp_path):
     root, inputs, result = binary
-    one = run(
-        str(root / "transformed"),
-        str(root / "graph"),
-        str(inputs["module"]),
-        str(tmp_path / "model"),
-        str(tmp_path / "tb"),
-        json.dumps({"epochs": 1, "batch_size": 100}),
-    )
+    one = run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+              module_file=str(inputs["module"]), model_dir=str(tmp_path / "model"),
+              tensorboard_dir=str(tmp_path / "tb"), hyperparameters=json.dumps({"epochs": 1, "batch_size": 100}))
     assert one["train_steps"] == 3
     assert one["train_steps"] < result["train_steps"]
 
 
 def test_multiclass_outputs_sum_to_one(tmp_path, transformed_inputs):
     transformed_inputs(tmp_path, num_classes=3)
-    result = run(
-        str(tmp_path / "transformed"),
-        str(tmp_path / "graph"),
-        str(tmp_path / "module.py"),
-        str(tmp_path / "model"),
-        str(tmp_path / "tb"),
-        {"epochs": 1, "batch_size": 64},
-    )
+    result = run(transformed_examples_dir=str(tmp_path / "transformed"), transform_graph_dir=str(tmp_path / "graph"),
+                 module_file=str(tmp_path / "module.py"), model_dir=str(tmp_path / "model"),
+                 tensorboard_dir=str(tmp_path / "tb"), hyperparameters={"epochs": 1, "batch_size": 64})
     assert result["train_steps"] == 4  # 300 // 64: every step a full batch, as Horovod ranks need
     probs = _serve(tmp_path / "model", testdata.rows(7, num_classes=3, seed=5))
     assert probs.shape == (7, 3)
@@ -178,14 +163,9 @@ def test_hyperparameters_errors_name_the_flag_under_slipway_run(monkeypatch):
 def test_bad_hyperparameter_leaves_no_output(binary, tmp_path):
     root, inputs, _ = binary
     with pytest.raises(SlipwayError, match="'epochs'"):
-        run(
-            str(root / "transformed"),
-            str(root / "graph"),
-            str(inputs["module"]),
-            str(tmp_path / "model"),
-            str(tmp_path / "tb"),
-            {"epochs": -2},
-        )
+        run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+            module_file=str(inputs["module"]), model_dir=str(tmp_path / "model"), tensorboard_dir=str(tmp_path / "tb"),
+            hyperparameters={"epochs": -2})
     assert list(tmp_path.iterdir()) == []
 
 
@@ -194,7 +174,8 @@ def test_module_without_build_keras_model(binary, tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def preprocessing_fn(inputs):\n    return inputs\n")
     with pytest.raises(SlipwayError, match="does not define build_keras_model"):
-        run(str(root / "transformed"), str(root / "graph"), str(module), str(tmp_path / "model"), str(tmp_path / "tb"))
+        run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+            module_file=str(module), model_dir=str(tmp_path / "model"), tensorboard_dir=str(tmp_path / "tb"))
     assert not (tmp_path / "model").exists()
 
 
@@ -253,7 +234,9 @@ def test_an_unknown_backend_is_one_line_before_anything_runs(tmp_path):
     from slipway.components.train.executor import run_on
 
     with pytest.raises(SlipwayError, match=r"^backend 'slurm': expected local or kubernetes$"):
-        run_on("slurm", None, None, str(tmp_path / "m.py"), None, None, "{}", 1, "", "{}", "", "")
+        run_on(backend="slurm", transformed_examples=None, transform_graph=None, module_file=str(tmp_path / "m.py"),
+               model=None, tensorboard=None, hyperparameters="{}", workers=1, checkpoint_dir="", cluster="{}",
+               trainer_image="", reference_file="")
 
 
 def _saved_values(model_dir) -> dict:
@@ -280,8 +263,9 @@ def test_a_run_killed_mid_training_resumes_to_the_uninterrupted_model_bit_for_bi
     hparams = {"epochs": 10, "batch_size": 4}
 
     def train(out, checkpoints):
-        return run(str(root / "transformed"), str(root / "graph"), str(inputs["module"]), str(out / "model"),
-                   str(out / "tb"), hparams, checkpoint_dir=str(checkpoints))
+        return run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+                   module_file=str(inputs["module"]), model_dir=str(out / "model"), tensorboard_dir=str(out / "tb"),
+                   hyperparameters=hparams, checkpoint_dir=str(checkpoints))
 
     whole = train(tmp_path / "whole", tmp_path / "whole-checkpoints")
     assert whole["resumed_after_epoch"] == 0

@@ -36,6 +36,7 @@ RESULT_SCHEMA_VERSION = 1
 
 
 def run(
+    *,
     transformed_examples_dir: str,
     transform_graph_dir: str,
     module_file: str,

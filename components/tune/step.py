@@ -8,12 +8,11 @@ import json
 import shutil
 from typing import Any
 
+from slipway.components.tune.spec import SPEC
 from slipway.core import artifacts
-from slipway.core.step import Step, parameters
+from slipway.core.component_spec import arguments_of
+from slipway.core.step import Step
 from slipway.core.step_facts import number
-
-# Where the search runs (and the module file, an input of its own), not what it searches: not lineage parameters.
-NOT_RECORDED = ("lineage_store", "module_file", "cluster", "trial_timeout_s", "trainer_image")
 
 
 def run(arguments: dict[str, Any]) -> str:
@@ -22,26 +21,24 @@ def run(arguments: dict[str, Any]) -> str:
     from slipway.components.tune import report as tune_report
     from slipway.core.kube.launcher import remote_job_reference
 
-    a = arguments
-    best, report = a["best_hyperparameters"], a["report"]
-    with Step("tune", parameters(a, leave_out=NOT_RECORDED), a["lineage_store"], fact=fact) as step:
-        step.input("transformed_examples", "Examples", a["transformed_examples"])
-        step.input("transform_graph", "TransformGraph", a["transform_graph"])
-        step.input_file("module_file", "ModuleFile", a["module_file"])
+    a = arguments_of(SPEC, arguments)
+    examples, graph, best, report = a.transformed_examples, a.transform_graph, a.best_hyperparameters, a.report
+    with Step("tune", a.recorded(), a.lineage_store, fact=fact) as step:
+        step.input("transformed_examples", "Examples", examples)
+        step.input("transform_graph", "TransformGraph", graph)
+        step.input_file("module_file", "ModuleFile", a.module_file)
         result = executor.run(
-            a["transformed_examples"].path, a["transform_graph"].path, a["module_file"], a["search_spec"], best.path,
-            report.path, a["hyperparameters"], a["trial_hyperparameters"], a["backend"], a["cluster"], a["workers"],
-            trial_timeout_s=a["trial_timeout_s"], identity=best.uri, trainer_image=a["trainer_image"],
-            transformed_examples_uri=a["transformed_examples"].uri, transform_graph_uri=a["transform_graph"].uri,
-            reference_file=a["remote_job"].path,
+            transformed_examples_dir=examples.path, transform_graph_dir=graph.path, result_path=best.path,
+            report_path=report.path, identity=best.uri, transformed_examples_uri=examples.uri,
+            transform_graph_uri=graph.uri, reference_file=a.remote_job.path, **a.executor_parameters(),
         )
         for name, value in tune_report.metrics_for_kfp(result).items():
-            a["metrics"].log_metric(name, value)
-        artifacts.write_metadata_file(a["metrics"])
+            a.metrics.log_metric(name, value)
+        artifacts.write_metadata_file(a.metrics)
         summary = {key: result[key] for key in ("parameters", "objective", "trial", "counts", "backend")}
         step.output("best_hyperparameters", "HyperParameters", best, summary)
         step.output("report", "HTML", report, _report_copy(report))
-        remote_job_reference(a["remote_job"], a["backend"])
+        remote_job_reference(a.remote_job, a.backend)
     return json.dumps(result["hyperparameters"], sort_keys=True)
 
 

@@ -152,14 +152,14 @@ def test_katib_trial_reads_the_artifact_uris_from_the_object_store(s3_inputs, tm
     cluster = {"namespace": "team-a", "secret": SECRET, "s3_endpoint": env["S3_ENDPOINT"], "s3_use_https": False,
                "s3_verify_ssl": False, "timeout_s": 600}
     not_mounted = tmp_path / "step-local"  # the tune pod's local copies: trial pods never see them
-    result = executor.run(
-        str(not_mounted / "transformed_examples"), str(not_mounted / "transform_graph"), str(made["module"]),
-        json.dumps(SEARCH), str(tmp_path / "out" / "best.json"), str(tmp_path / "out" / "report.html"),
-        hyperparameters='{"batch_size": 32}', trial_hyperparameters='{"epochs": 1}', backend="kubernetes",
-        cluster=json.dumps(cluster), identity=f"minio://{RUN}/best_hyperparameters",
-        transformed_examples_uri=f"minio://{RUN}/transformed_examples",
-        transform_graph_uri=f"minio://{RUN}/transform_graph",
-    )
+    result = executor.run(transformed_examples_dir=str(not_mounted / "transformed_examples"),
+                          transform_graph_dir=str(not_mounted / "transform_graph"), module_file=str(made["module"]),
+                          search_spec=json.dumps(SEARCH), result_path=str(tmp_path / "out" / "best.json"),
+                          report_path=str(tmp_path / "out" / "report.html"), hyperparameters='{"batch_size": 32}',
+                          trial_hyperparameters='{"epochs": 1}', backend="kubernetes", cluster=json.dumps(cluster),
+                          identity=f"minio://{RUN}/best_hyperparameters",
+                          transformed_examples_uri=f"minio://{RUN}/transformed_examples",
+                          transform_graph_uri=f"minio://{RUN}/transform_graph")
     trial = server.trial
     argv = shlex.split(trial["script"])
     assert argv[:3] == ["python", "-m", "slipway.components.train.distributed"]
@@ -211,8 +211,9 @@ def test_mpijob_trials_read_the_artifact_uris_too(tmp_path: Path, monkeypatch):
     experiments = rendered_instead_of_run(monkeypatch)
     module = tmp_path / "module.py"
     module.write_text("def build_keras_model(*args):\n    pass\n")
-    executor.run(str(tmp_path / "te"), str(tmp_path / "tg"), str(module), json.dumps(SEARCH),
-                 str(tmp_path / "best.json"), str(tmp_path / "report.html"), backend="kubernetes", workers=2,
+    executor.run(transformed_examples_dir=str(tmp_path / "te"), transform_graph_dir=str(tmp_path / "tg"),
+                 module_file=str(module), search_spec=json.dumps(SEARCH), result_path=str(tmp_path / "best.json"),
+                 report_path=str(tmp_path / "report.html"), backend="kubernetes", workers=2,
                  cluster=json.dumps({"namespace": "a", "secret": SECRET}), identity="minio://b/run/best",
                  transformed_examples_uri="minio://b/run/te", transform_graph_uri="minio://b/run/tg")
     [experiment] = experiments
@@ -240,8 +241,9 @@ def test_with_a_pvc_the_trials_read_copies_on_the_claim(tmp_path: Path, monkeypa
     (tmp_path / "tg" / "transform_fn" / "saved_model.pb").write_bytes(b"graph")
     module = tmp_path / "module.py"
     module.write_text("def build_keras_model(*args):\n    pass\n")
-    executor.run(str(tmp_path / "te"), str(tmp_path / "tg"), str(module), json.dumps(SEARCH),
-                 str(tmp_path / "best.json"), str(tmp_path / "report.html"), backend="kubernetes",
+    executor.run(transformed_examples_dir=str(tmp_path / "te"), transform_graph_dir=str(tmp_path / "tg"),
+                 module_file=str(module), search_spec=json.dumps(SEARCH), result_path=str(tmp_path / "best.json"),
+                 report_path=str(tmp_path / "report.html"), backend="kubernetes",
                  cluster=json.dumps({"namespace": "a", "pvc": "shared", "mount_path": str(claim)}),
                  identity="minio://b/run/best", transformed_examples_uri="minio://b/run/te",
                  transform_graph_uri="minio://b/run/tg")

@@ -27,8 +27,9 @@ def train_model(root: Path, inputs: dict, epochs: int = 1) -> Path:
     """Train the synthetic binary model on inputs (conftest's transformed_inputs(root)) into root/model."""
     from slipway.components.train.executor import run
 
-    run(str(root / "transformed"), str(root / "graph"), str(inputs["module"]), str(root / "model"),
-        str(root / "tb"), {"epochs": epochs})
+    run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+        module_file=str(inputs["module"]), model_dir=str(root / "model"), tensorboard_dir=str(root / "tb"),
+        hyperparameters={"epochs": epochs})
     return root / "model"
 
 
