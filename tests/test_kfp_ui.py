@@ -101,15 +101,25 @@ def test_the_component_source_embedded_in_the_yaml_reads_as_written(path):
         assert "Beam pipeline options, as TFX components take them" in text
 
 
-def test_compile_refuses_a_shared_description_written_differently():
-    from slipway.components.train.component import train
-    from slipway.core import descriptions
+def test_compile_refuses_a_component_py_edited_by_hand(tmp_path, monkeypatch):
+    """A shared description is written once (core/descriptions.py, named by the specs); a component.py whose text
+    differs from what its spec makes, e.g. a description edited there, is stale for `slipway compile --check`."""
+    import shutil
 
-    function = train.python_func
-    assert descriptions.differing(function) == []
-    changed = type(function)(function.__code__, function.__globals__, function.__name__)
-    changed.__doc__ = function.__doc__.replace("else nothing is recorded", "else no record")
-    assert descriptions.differing(changed) == ["lineage_store"]
+    from slipway import compile as compile_module
+
+    folder = tmp_path / "components"
+    shutil.copytree(compile_module.COMPONENTS_DIR, folder, ignore=shutil.ignore_patterns("__pycache__", "test_*"))
+    monkeypatch.setattr(compile_module, "COMPONENTS_DIR", folder)
+    monkeypatch.setattr(compile_module, "ROOT", tmp_path)
+    assert compile_module.component_files(check=True) == []
+    edited = folder / "train" / "component.py"
+    edited.write_text(edited.read_text().replace("else nothing is recorded", "else no record"))
+    assert compile_module.component_files(check=True) == [
+        "components/train/component.py is stale: it is written from spec.py; run `slipway compile`"]
+    compile_module.component_files()  # writes it again from the spec
+    assert compile_module.component_files(check=True) == []
+    assert "else nothing is recorded" in edited.read_text()
 
 
 def test_a_users_pipeline_composed_from_our_components_shows_their_descriptions(tmp_path):
