@@ -214,11 +214,12 @@ def _read_inputs(examples_dir: str, schema_dir: str, module_file: str) -> _Input
 
 
 def run(
+    *,
     examples_dir: str,
     schema_dir: str,
-    module_file: str,
     transform_graph_dir: str,
     transformed_examples_dir: str,
+    module_file: str,
     beam_pipeline_args: Sequence[str] | str | None = None,
 ) -> dict:
     """Analyse on the train split, transform every split; return split counts, feature names and the Beam setup.
