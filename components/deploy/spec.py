@@ -8,7 +8,7 @@ from slipway.core.component_spec import ComponentSpec, In, Out, Param, Returns, 
 def preflight(run) -> None:
     """The model's name, where versions go, how it is served (--deploy, --keep-serving, --port) and the model
     registry (asked once now), checked before any step."""
-    from slipway.components.deploy.preflight import check
+    from slipway.components.deploy.hooks import check
 
     check(run)
 

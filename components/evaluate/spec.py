@@ -7,14 +7,14 @@ from slipway.core.component_spec import ComponentSpec, In, Out, Param, Run
 
 def preflight(run) -> None:
     """--eval-settings: its keys, thresholds (on a metric of some task: the task is known after ingest) and slices."""
-    from slipway.components.evaluate.preflight import check_settings
+    from slipway.components.evaluate.hooks import check_settings
 
     check_settings(run)
 
 
 def summary(record) -> dict:
     """summary.json's metrics, the blessing and the baseline's metrics, as evaluate recorded them."""
-    from slipway.components.evaluate.preflight import summary as evaluation_summary
+    from slipway.components.evaluate.hooks import summary as evaluation_summary
 
     return evaluation_summary(record)
 

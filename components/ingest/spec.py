@@ -1,7 +1,7 @@
 """The interface of ingest, written once: its inputs, outputs and parameters (component.py, the step's arguments,
 the pipelines' parameters and `slipway run`'s flags are made from it) and its hooks."""
 
-from slipway.components.ingest import preflight
+from slipway.components.ingest import hooks
 from slipway.core import descriptions
 from slipway.core.component_spec import ComponentSpec, Out, Param, Run
 
@@ -74,6 +74,6 @@ SPEC = ComponentSpec(
             description="The lineage store: ML Metadata (grpc://host:port on a cluster, sqlite:///path locally) or "
                         "an MLflow tracking server (mlflow://host:port); empty: none.")),
     ),
-    preflight=preflight.check,
-    summary=preflight.summary,
+    preflight=hooks.check,
+    summary=hooks.summary,
 )

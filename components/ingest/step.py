@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from slipway.components.ingest.hooks import skipped_rows
 from slipway.components.ingest.spec import SPEC
 from slipway.core.component_spec import arguments_of
 from slipway.core.step import Step
-from slipway.core.step_facts import decoded
 
 
 def run(arguments: dict[str, Any]) -> None:
@@ -41,20 +41,3 @@ def fact(outputs: dict, params: dict) -> str:
     reasons = ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in skipped.items())
     total = sum(skipped.values())
     return text + f"; {total:,} row{'s' if total != 1 else ''} skipped ({reasons})"
-
-
-def skipped_rows(meta: dict[str, Any]) -> dict[str, int]:
-    """The rows (images, records) ingest left out, per reason, most first: `missing_label` (a CSV, Parquet or
-    TFRecord row without a label) and the reasons an image was skipped (`truncated`, `not_an_image`...).
-
-    Args:
-        meta: ingest's examples metadata (examples_meta.json, or as lineage recorded it).
-
-    Returns:
-        {reason: count} of the reasons with a count, in decreasing count (then name) order; empty when none.
-    """
-    counts = {str(reason): int(count) for reason, count in (decoded(meta.get("skipped")) or {}).items()}
-    missing = int(meta.get("rows_missing_label") or 0)
-    if missing:
-        counts["missing_label"] = counts.get("missing_label", 0) + missing
-    return dict(sorted(((r, c) for r, c in counts.items() if c), key=lambda item: (-item[1], item[0])))

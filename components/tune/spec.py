@@ -48,7 +48,7 @@ SPEC = ComponentSpec(
         In("transformed_examples", "Dataset", "transform's transformed examples."),
         In("transform_graph", "Artifact", "transform's graph."),
         Param("module_file", str, "Path of the Python module file defining build_keras_model.",
-              run="module_file"),
+              run="module_file", recorded=False),  # an input of its own (ModuleFile), not a parameter
         Param("search_spec", str, (
             "The search spec as JSON or YAML text, or a path to a file (Katib v1beta1 shape)."), run=Run(
             "--tune", "search spec (Katib v1beta1 shape, YAML/JSON file): adds a tuning step whose best parameters "
@@ -71,7 +71,7 @@ SPEC = ComponentSpec(
             description="JSON hyper-parameters for the tuning trials only (e.g. fewer epochs).")),
         Param("backend", str, (
             '"local" (trial processes in the step) or "kubernetes" (a Katib Experiment).'), default="local",
-              run="backend", recorded=False),
+              run="backend"),
         Param("workers", int, (
             "Processes per trial: 1 runs each trial as one process (a batch Job with backend kubernetes),\n"
             "more an MPIJob of that many Horovod ranks (backend kubernetes only)."

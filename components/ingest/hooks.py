@@ -1,5 +1,6 @@
-"""What `slipway run` checks of ingest's arguments before any step runs (the spec's preflight hook), and what its
-summary takes from ingest's recorded examples: the data's name, --splits, the label and --split-column against the
+"""ingest's hooks (spec.py names them): what `slipway run` checks of its arguments before any step runs (check), and
+what summary.json takes from its recorded examples (summary; skipped_rows, which the step's line shows too). The
+checks: the data's name, --splits, the label and --split-column against the
 first CSV file's header (read once, its first line only), and the flags only one kind of pipeline takes. Standard
 library and ingest's plain-Python parsers only: this runs before kfp and TensorFlow are imported."""
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from slipway.core.errors import SlipwayError
+from slipway.core.step_facts import decoded
 
 
 def check(run: Any) -> None:
@@ -115,8 +117,24 @@ def _header(file: Path) -> list[str] | None:
 
 def summary(record: Any) -> dict[str, Any]:
     """summary.json's task (as ingest decided it) and the rows it left out, by reason."""
-    from slipway.components.ingest.step import skipped_rows
     from slipway.core.step_facts import recorded_output
 
     examples = recorded_output(record, "examples")
     return {"task": examples.get("task"), "rows_skipped": skipped_rows(examples)}
+
+
+def skipped_rows(meta: dict[str, Any]) -> dict[str, int]:
+    """The rows (images, records) ingest left out, per reason, most first: `missing_label` (a CSV, Parquet or
+    TFRecord row without a label) and the reasons an image was skipped (`truncated`, `not_an_image`...).
+
+    Args:
+        meta: ingest's examples metadata (examples_meta.json, or as lineage recorded it).
+
+    Returns:
+        {reason: count} of the reasons with a count, in decreasing count (then name) order; empty when none.
+    """
+    counts = {str(reason): int(count) for reason, count in (decoded(meta.get("skipped")) or {}).items()}
+    missing = int(meta.get("rows_missing_label") or 0)
+    if missing:
+        counts["missing_label"] = counts.get("missing_label", 0) + missing
+    return dict(sorted(((r, c) for r, c in counts.items() if c), key=lambda item: (-item[1], item[0])))
