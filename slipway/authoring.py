@@ -123,7 +123,9 @@ def wheel_files(root: Path = ROOT) -> dict[str, bytes]:
 
     dirs = package_dirs(root)
     components = dirs["slipway.components"]
-    entries = list(ENTRY_MODULES) + [f"slipway.components.{name}.component" for name in COMPONENTS]
+    # a component's spec too: pipelines/settings.py imports each by its name (importlib), which the closure cannot see
+    entries = list(ENTRY_MODULES) + [f"slipway.components.{name}.{module}" for name in COMPONENTS
+                                     for module in ("component", "spec")]
     entries += [f"slipway.components.{name}.example_pipelines" for name in COMPONENTS
                 if (components / name / "example_pipelines.py").is_file()]
     files = {_archive_name(module, path): path.read_bytes() for module, path in closure(entries, dirs).items()}
