@@ -1,10 +1,12 @@
-"""Every component has the same shape (ARCHITECTURE.md): component.py declares the KFP interface and its body only
-hands its arguments to step.py; step.py runs the executor inside a Step and says the step's console fact."""
+"""Every component has the same shape (ARCHITECTURE.md): spec.py declares its interface once, component.py (written
+from it) holds the KFP interface and its body only hands its arguments to step.py; step.py runs the executor inside
+a Step with the spec's typed arguments and says the step's console fact; the executor is keyword-only."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,22 @@ def test_each_step_module_runs_the_step_and_says_its_fact(name: str):
     step = importlib.import_module(f"slipway.components.{name}.step")
     assert callable(step.run) and callable(step.fact)
     assert step.fact.__doc__, f"{name}: the fact's docstring says what the line shows"
+
+
+@pytest.mark.parametrize("name", COMPONENTS)
+def test_each_spec_names_its_component_and_the_executor_takes_its_parameters_by_name(name: str):
+    import inspect
+
+    spec = importlib.import_module(f"slipway.components.{name}.spec").SPEC
+    assert spec.name == name
+    source = (ROOT / "components" / name / "step.py").read_text(encoding="utf-8")
+    assert "arguments_of(SPEC, arguments)" in source and "executor_parameters()" in source
+    (called,) = set(re.findall(r"executor\.(\w+)\(", source))  # run (train: run_on, which takes the artifacts)
+    run = getattr(importlib.import_module(f"slipway.components.{name}.executor"), called)
+    parameters = inspect.signature(run).parameters
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters.values()), f"{name}: executor.run(*, ...)"
+    missing = [p.name for p in spec.parameters if p.executor and p.name not in parameters]
+    assert missing == [], f"{name}: executor.run does not take {missing}"
 
 
 def test_every_component_folder_is_registered():

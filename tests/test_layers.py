@@ -231,6 +231,51 @@ def test_the_document_names_the_layers_this_test_checks():
         assert list(ROOT.glob(folder)), (name, folder)  # a folder, or the app's files
 
 
+# Where a path the document names (`core/step.py`, `kube/launcher/`, `local/runner.run_local`) may lie.
+NAMED_PATH_BASES = ("", "slipway", "slipway/core", "slipway/local")
+NAMED_PATH = re.compile(r"`([\w.<>-]*/[\w./<>-]*)`")
+
+
+def _named_path_exists(token: str) -> bool:
+    """A path as ARCHITECTURE.md writes it: relative to the repository, slipway/, core/ or local/; `file.attribute`
+    names a module's attribute (its file must exist); `<name>` stands for every component."""
+    from slipway.components import COMPONENTS
+
+    if "<name>" in token:
+        return all(_named_path_exists(token.replace("<name>", name)) for name in COMPONENTS)
+    candidates = [token]
+    head, _, attribute = token.rpartition(".")
+    if attribute and not token.endswith("/") and attribute not in ("py", "md", "yaml", "json", "toml"):
+        candidates.append(f"{head}.py")
+    return any((ROOT / base / candidate).exists() for base in NAMED_PATH_BASES for candidate in candidates)
+
+
+def test_every_path_the_document_names_exists():
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    named = [token for token in NAMED_PATH.findall(text) if not token.startswith("<workdir>")]
+    assert len(named) > 40  # the check sees the document's paths
+    assert [token for token in named if not _named_path_exists(token)] == []
+
+
+def test_commands_holds_a_module_per_subcommand_and_runs_helpers():
+    """What the app row says: every module of slipway/commands/ is a subcommand cli.py lists (add_parser, command)
+    or one of run's helpers the document names."""
+    import importlib
+
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    cli = (ROOT / "slipway" / "cli.py").read_text(encoding="utf-8")
+    for path in sorted((ROOT / "slipway" / "commands").glob("*.py")):
+        name = path.stem
+        if name == "__init__":
+            continue
+        if name.startswith("run_"):
+            assert f"`{name}.py`" in text, f"commands/{name}.py: a helper of run the document does not name"
+            continue
+        module = importlib.import_module(f"slipway.commands.{name}")
+        assert callable(module.add_parser) and callable(module.command), name
+        assert re.search(rf"\b{name}\b", cli), f"commands/{name}.py is no subcommand cli.py lists"
+
+
 def test_every_package_folder_is_in_the_wheel():
     """pyproject.toml lists the packages by hand (components/ and pipelines/ install under slipway.): a folder left
     out would be missing from the wheel the images install, though it imports fine from this checkout."""
