@@ -150,7 +150,7 @@ def test_accepts_task():
 
 
 def test_diabetes_search_spec_minimizes_a_metric_training_prints(trained):
-    from slipway.components.tune.spec import load_spec
+    from slipway.components.tune.search_spec import load_spec
 
     _, result = trained
     spec = load_spec(module_path("diabetes_search.yaml"))

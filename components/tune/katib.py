@@ -1,7 +1,7 @@
 """The tune component's kubernetes backend: a Katib v1beta1 Experiment whose trials run Slipway's trainer.
 
-render_experiment() copies the search spec (components/tune/search_spec.py, Katib's own shape) 1:1 into the Experiment and
-adds what Slipway owns:
+render_experiment() copies the search spec (components/tune/search_spec.py, Katib's own shape) 1:1 into the Experiment
+and adds what Slipway owns:
 
 - trialTemplate: each trial runs `python -m slipway.components.train.distributed ... --hyperparameters '<JSON>'
   --no-export` (built by slipway/core/training/trainer_command.py), as a batch/v1 Job (workers == 1, container

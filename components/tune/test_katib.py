@@ -24,7 +24,7 @@ from slipway.core.training.mpijob import ObjectStore, Pvc
 from slipway.render import add_render_parser, crd_validator, run_render
 from tests.support.fake_apiserver import FakeApiServer
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 SPEC = {
     "objective": {"type": "maximize", "goal": 0.95, "objectiveMetricName": "val_accuracy",
