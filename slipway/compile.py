@@ -17,7 +17,6 @@ from kfp import compiler
 
 from slipway.components import COMPONENTS
 from slipway.core import images
-from slipway.pipelines.training import PIPELINES
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPONENTS_DIR = ROOT / "components"
@@ -29,7 +28,10 @@ EXAMPLE_URIS = {"transformed_examples": "s3://mlpipeline/example-run/transform/t
 
 
 def targets() -> dict[Path, object]:
-    """Where each compiled YAML lives, and what it is compiled from."""
+    """Where each compiled YAML lives, and what it is compiled from (importing the component.py files: call
+    component_files first, so they hold what their specs say)."""
+    from slipway.pipelines.training import PIPELINES
+
     return {
         **{COMPONENTS_DIR / name / "component.yaml": _component(name) for name in COMPONENTS},
         **{PIPELINES_DIR / f"{name}.yaml": pipeline for name, pipeline in PIPELINES.items()},
