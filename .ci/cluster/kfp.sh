@@ -32,14 +32,7 @@ PERSISTENCE_TOKEN=/var/run/secrets/kubeflow/tokens/persistenceagent-sa-token  # 
 PYTHON="$ROOT/.venv/bin/python"
 
 module_dir() {  # module_dir MODULE: its folder in the Go module cache, at the version the cluster build pins
-    # Downloaded again when missing: the built programs are cached apart from Go's module cache, and a machine
-    # may keep the one and have lost the other (`go list -m` then prints an empty folder, not an error).
-    local dir
-    dir="$(cd "$HERE" && GOFLAGS=-mod=readonly GOTOOLCHAIN=local GONOSUMDB=github.com/kubeflow/pipelines \
-        go mod download -json "$1" | "$PYTHON" -c 'import json, sys; print(json.load(sys.stdin).get("Dir", ""))')" \
-        || die "go mod download $1 failed"
-    [ -d "$dir" ] || die "no folder for $1 in Go's module cache after go mod download"
-    echo "$dir"
+    (cd "$HERE" && GONOSUMDB=github.com/kubeflow/pipelines go_module_dir "$1")
 }
 
 start_kfp_stores() {
@@ -161,8 +154,7 @@ start_kfp_servers() {
         V2_LAUNCHER_IMAGE="slipway.local/kfp-launcher:$KFP_VERSION")
     start_daemon kfp-apiserver "${env[@]}" "$BIN/kfp-apiserver" --config "$STATE/kfp-config" \
         --rpcPortFlag ":$KFP_GRPC_PORT" --httpPortFlag ":$KFP_HTTP_PORT" --logtostderr=true
-    wait_for "kfp-apiserver" 120 "$PYTHON" -c \
-        "import urllib.request as u; u.urlopen('http://$KFP_ADDRESS:$KFP_HTTP_PORT/apis/v2beta1/healthz')"
+    wait_for "kfp-apiserver" 120 http_ok "http://$KFP_ADDRESS:$KFP_HTTP_PORT/apis/v2beta1/healthz"
     start_daemon kfp-persistence-agent "${env[@]}" "$BIN/kfp-persistence-agent" \
         --kubeconfig "$STATE/kfp.kubeconfig" --namespace "$KFP_NAMESPACE" --mlPipelineAPIServerName "$KFP_ADDRESS" \
         --mlPipelineServiceHttpPort "$KFP_HTTP_PORT" --mlPipelineServiceGRPCPort "$KFP_GRPC_PORT" \

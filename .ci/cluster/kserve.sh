@@ -82,6 +82,5 @@ start_kserve() {
         POD_NAMESPACE="$KSERVE_NAMESPACE" CLUSTER_DOMAIN=cluster.local TMPDIR="$tmp" \
         "$KSERVE_BIN/kserve-manager" -metrics-addr=0 -health-probe-addr=":$KSERVE_HEALTH_PORT" \
         -webhook-port="$KSERVE_WEBHOOK_PORT"
-    wait_for "kserve-manager" 120 "$PYTHON" -c \
-        "import urllib.request as u; u.urlopen('http://$KFP_ADDRESS:$KSERVE_HEALTH_PORT/readyz')"
+    wait_for "kserve-manager" 120 http_ok "http://$KFP_ADDRESS:$KSERVE_HEALTH_PORT/readyz"
 }

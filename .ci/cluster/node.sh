@@ -8,16 +8,9 @@ PAUSE_IMAGE=slipway.local/pause:catatonit
 PACKAGES="containerd:containerd runc:runc catatonit:catatonit iptables:iptables \
 conntrack:conntrack openssl:openssl mariadbd:mariadb-server /usr/lib/cni/bridge:containernetworking-plugins"
 
-install_packages() {
-    local spec missing=()
-    for spec in $PACKAGES; do  # a command name, or a path for packages that put nothing on PATH
-        if [[ "${spec%%:*}" == /* ]]; then [ -e "${spec%%:*}" ] || missing+=("${spec##*:}")
-        else command -v "${spec%%:*}" >/dev/null 2>&1 || missing+=("${spec##*:}"); fi
-    done
-    [ ${#missing[@]} -eq 0 ] && return 0
-    echo "kfp-cluster: installing ${missing[*]} from Debian" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_packages() {  # a command name, or a path for packages that put nothing on PATH (lib.sh's apt_install)
+    # shellcheck disable=SC2086  # one spec per word
+    apt_install $PACKAGES
 }
 
 preflight() {
@@ -146,7 +139,7 @@ import_binary_images() {  # import_binary_images ROOT KEY SPEC...: one-binary im
     local root="$1" key="$2" spec; shift 2
     local folder="$root/$key"
     mkdir -p "$folder"
-    find "$root" -mindepth 1 -maxdepth 1 ! -name "$key" -exec rm -rf {} +
+    prune_except "$root" "$key"
     for spec in "$@"; do
         local name="${spec%%|*}" rest="${spec#*|}"
         local file="${rest%%|*}" entrypoint="${rest#*|}" archive="$folder/${name%%:*}.tar"

@@ -43,8 +43,7 @@ start_operators() {
     start_daemon mpi-operator ip netns exec "$KFP_NETNS" "$OPERATORS_BIN/mpi-operator" \
         --kubeConfig "$STATE/kfp.kubeconfig" --lock-namespace "$MPI_OPERATOR_NAMESPACE" --threadiness 2 \
         --cluster-domain cluster.local
-    wait_for "mpi-operator" 60 "$PYTHON" -c \
-        "import urllib.request as u; u.urlopen('http://$KFP_ADDRESS:8080/healthz')"
+    wait_for "mpi-operator" 60 http_ok "http://$KFP_ADDRESS:8080/healthz"
 }
 
 import_katib_images() {  # the suggestion service and the metrics collector sidecar, as the cluster's own images are
@@ -134,6 +133,5 @@ start_katib() {
     done
     wait_for "katib-db-manager" 60 "$PYTHON" -c \
         "import socket; socket.create_connection(('$GATEWAY', $KATIB_DB_MANAGER_PORT), 2)"
-    wait_for "katib-controller" 120 "$PYTHON" -c \
-        "import urllib.request as u; u.urlopen('http://$KFP_ADDRESS:$KATIB_HEALTH_PORT/readyz')"
+    wait_for "katib-controller" 120 http_ok "http://$KFP_ADDRESS:$KATIB_HEALTH_PORT/readyz"
 }
