@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+from slipway.core import lifecycle
 
 ROOT = Path(__file__).resolve().parents[1]
 PRISM_BUILD = ROOT / ".ci" / "prism" / "build"
@@ -57,14 +58,7 @@ def _wait_listening(host: str, port: int, process: subprocess.Popen, log: Path, 
 
 
 def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    lifecycle.stop(process, 15, group=True)  # its own process group (start_new_session)
 
 
 def worker_pids(pool: subprocess.Popen) -> list[int]:

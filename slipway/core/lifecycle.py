@@ -145,9 +145,6 @@ def stop_all(pids: Iterable[int], grace_s: float | None = 5.0) -> list[int]:
     return running
 
 
-stop_process = stop  # its older name
-
-
 def alive(target: Target) -> bool:
     """Whether target (a Popen or a pid) still runs: an exited child of this process is reaped now, a zombie (exited,
     its parent has not reaped it yet) is not alive."""

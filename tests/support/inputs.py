@@ -196,7 +196,7 @@ def beam_job_server(folder: str | os.PathLike, timeout_s: float = 120.0):
             time.sleep(0.1)
         yield f"localhost:{port_file.read_text().strip()}"
     finally:
-        lifecycle.stop_process(process)
+        lifecycle.stop(process)
 
 
 @contextlib.contextmanager

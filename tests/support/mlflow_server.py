@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from slipway.core import lifecycle
 
 SETUP = Path(__file__).resolve().parents[2] / ".ci" / "mlflow" / "setup"
 START_TIMEOUT_S = 180  # the first start migrates a new SQLite database (~10 s on two cores)
@@ -78,11 +79,4 @@ def _wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
 
 
 def _stop(process: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    lifecycle.stop(process, 20, group=True)

@@ -13,12 +13,13 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from slipway.core import lifecycle
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / ".ci" / "seaweedfs" / "build"
@@ -98,15 +99,9 @@ def _wait_for_bucket(env: dict[str, str], bucket: str, process: subprocess.Popen
 
 
 def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)  # weed's own process group (start_new_session)
-        try:
-            # weed takes 10 s to end on SIGTERM (its servers' shutdown grace); nothing of this throwaway server is
-            # kept, so it gets 2
-            process.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    # weed's own process group (start_new_session); weed takes 10 s to end on SIGTERM (its servers' shutdown
+    # grace): nothing of this throwaway server is kept, so it gets 2
+    lifecycle.stop(process, 2, group=True)
 
 
 @contextlib.contextmanager
