@@ -161,7 +161,13 @@ def alive(target: Target) -> bool:
     except PermissionError:
         return True
     with contextlib.suppress(OSError, IndexError), open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+        if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
+            return True
+        # It exited after the waitpid above: reap it now if it is our child, or the caller ends believing it gone
+        # while it stays a zombie (a parent that then exits leaves it to whoever adopts it)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
     return True
 
 

@@ -226,6 +226,32 @@ def test_stop_all_without_a_grace_waits_for_each_to_end_and_never_sigkills():
     assert not lifecycle.alive(slow.pid)
 
 
+def test_a_child_that_exits_between_the_checks_is_reaped_not_left_a_zombie(monkeypatch):
+    """alive(pid) asks waitpid first, then /proc: a child of ours that exits in between is seen as a zombie there and
+    must be reaped then, or a parent that ends believing it gone leaves the zombie behind (serving's first worker
+    stopping the others did, under load)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    real_waitpid, calls = os.waitpid, []
+
+    def first_says_running(wanted, options):  # the moment before it exited, as the race has it
+        calls.append(wanted)
+        return (0, 0) if len(calls) == 1 else real_waitpid(wanted, options)
+
+    monkeypatch.setattr(lifecycle.os, "waitpid", first_says_running)
+    assert lifecycle.alive(pid) is False
+    monkeypatch.undo()
+    assert calls == [pid, pid]
+    assert not Path(f"/proc/{pid}").exists()  # reaped: no zombie left
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
 def test_call_in_fork_keeps_what_the_work_imports_in_the_copy():
     assert "xdrlib_marker" not in sys.modules
 
