@@ -249,6 +249,17 @@ def _saved_values(model_dir) -> dict:
             if key != "_CHECKPOINTABLE_OBJECT_GRAPH"}
 
 
+def _latest_epoch(checkpoints) -> int:
+    """The epoch of the last complete checkpoint, as a resumed run finds it: the manager's state file names it once
+    the checkpoint's files are written (its .index file alone appears earlier: killed then, the run resumes from
+    the one before)."""
+    import re
+
+    state = checkpoints / "checkpoint"
+    found = re.match(r'model_checkpoint_path: "ckpt-(\d+)"', state.read_text()) if state.is_file() else None
+    return int(found.group(1)) if found else 0
+
+
 def test_a_run_killed_mid_training_resumes_to_the_uninterrupted_model_bit_for_bit(binary, tmp_path):
     """kill -9 during an epoch, then the same training again: it resumes after the last checkpoint and ends with
     the weights and final metrics of a run never interrupted, bit for bit (the data position is restored, not
@@ -277,7 +288,7 @@ def test_a_run_killed_mid_training_resumes_to_the_uninterrupted_model_bit_for_bi
                                "--hyperparameters", json.dumps(hparams)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
-    while not list(checkpoints.glob("ckpt-3.index")) and killed.poll() is None and time.monotonic() < deadline:
+    while _latest_epoch(checkpoints) < 3 and killed.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     os.kill(killed.pid, signal.SIGKILL)
     killed.wait(30)
