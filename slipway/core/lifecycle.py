@@ -164,9 +164,10 @@ def alive(target: Target) -> bool:
         if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
             return True
         # It exited after the waitpid above: reap it now if it is our child, or the caller ends believing it gone
-        # while it stays a zombie (a parent that then exits leaves it to whoever adopts it)
+        # while it stays a zombie (a parent that then exits leaves it to whoever adopts it). A zombie is waited for
+        # at once, so this wait does not block.
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
+            os.waitpid(pid, 0)
         return False
     return True
 
