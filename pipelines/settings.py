@@ -154,14 +154,6 @@ def signature(pipeline: str) -> inspect.Signature:
                                                 default=p.defaults[pipeline]) for p in ordered])
 
 
-def default(pipeline: str, name: str) -> Any:
-    """The parameter's default in that pipeline (KeyError: the pipeline does not take it or has no default)."""
-    value = BY_NAME[name].defaults[pipeline]
-    if value is REQUIRED:
-        raise KeyError(f"{pipeline}: {name} has no default")
-    return value
-
-
 def docstring(summary: str, parameters: list[str]) -> str:
     """An `Args:` docstring for these parameters (kfp turns it into the input descriptions of the compiled YAML)."""
     lines = [summary, "", "Args:"] + [f"    {name}: {BY_NAME[name].description}" for name in parameters]

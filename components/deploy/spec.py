@@ -1,16 +1,9 @@
 """The interface of deploy, written once: its inputs, outputs and parameters (component.py, the step's arguments,
 the pipelines' parameters and `slipway run`'s flags are made from it) and its hooks."""
 
+from slipway.components.deploy import hooks
 from slipway.core import descriptions
 from slipway.core.component_spec import ComponentSpec, In, Out, Param, Returns, Run
-
-
-def preflight(run) -> None:
-    """The model's name, where versions go, how it is served (--deploy, --keep-serving, --port) and the model
-    registry (asked once now), checked before any step."""
-    from slipway.components.deploy.hooks import check
-
-    check(run)
 
 
 def summary(record) -> dict:
@@ -101,6 +94,6 @@ SPEC = ComponentSpec(
         Returns("status", str, (
             "deployed, canary (a KServe canary rollout), pushed (backend push) or not_blessed.")),
     ),
-    preflight=preflight,
+    preflight=hooks.check,
     summary=summary,
 )

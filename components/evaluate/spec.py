@@ -1,23 +1,9 @@
 """The interface of evaluate, written once: its inputs, outputs and parameters (component.py, the step's arguments,
 the pipelines' parameters and `slipway run`'s flags are made from it) and its hooks."""
 
+from slipway.components.evaluate import hooks
 from slipway.core import descriptions
 from slipway.core.component_spec import ComponentSpec, In, Out, Param, Run
-
-
-def preflight(run) -> None:
-    """--eval-settings: its keys, thresholds (on a metric of some task: the task is known after ingest) and slices."""
-    from slipway.components.evaluate.hooks import check_settings
-
-    check_settings(run)
-
-
-def summary(record) -> dict:
-    """summary.json's metrics, the blessing and the baseline's metrics, as evaluate recorded them."""
-    from slipway.components.evaluate.hooks import summary as evaluation_summary
-
-    return evaluation_summary(record)
-
 
 SPEC = ComponentSpec(
     name="evaluate",
@@ -59,6 +45,6 @@ SPEC = ComponentSpec(
         Param("lineage_store", str, descriptions.LINEAGE_STORE, default="", run="lineage_store", executor=False,
               recorded=False),
     ),
-    preflight=preflight,
-    summary=summary,
+    preflight=hooks.check_settings,
+    summary=hooks.summary,
 )

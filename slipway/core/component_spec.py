@@ -20,7 +20,7 @@ import inspect
 import json
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -112,32 +112,20 @@ class ComponentSpec:
     returns: tuple[Returns, ...] = ()
     preflight: Callable[[Any], None] | None = None
     summary: Callable[[Any], dict[str, Any]] | None = None
-    names: tuple[str, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        names = tuple(f.name for f in self.fields)
+        names = [f.name for f in self.fields]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"component {self.name}: {', '.join(repeated)} declared twice")
-        object.__setattr__(self, "names", names)
 
     @property
     def parameters(self) -> tuple[Param, ...]:
         return tuple(f for f in self.fields if isinstance(f, Param))
 
     @property
-    def inputs(self) -> tuple[Artifact, ...]:
-        return tuple(f for f in self.fields if isinstance(f, Artifact) and not f.output)
-
-    @property
     def outputs(self) -> tuple[Artifact, ...]:
         return tuple(f for f in self.fields if isinstance(f, Artifact) and f.output)
-
-    def param(self, name: str) -> Param:
-        for parameter in self.parameters:
-            if parameter.name == name:
-                return parameter
-        raise KeyError(f"component {self.name} has no parameter {name}")
 
 
 def with_fields(spec: ComponentSpec, *fields: Field) -> ComponentSpec:

@@ -3,7 +3,8 @@
 Each component's KFP body (components/<name>/component.py) hands its arguments to its step module
 (components/<name>/step.py), which runs the executor inside a Step:
 
-    with Step("ingest", parameters(arguments), arguments["lineage_store"], fact=fact) as step:
+    a = arguments_of(SPEC, arguments)  # slipway.core.component_spec: the spec's typed arguments
+    with Step("ingest", a.recorded(), a.lineage_store, fact=fact) as step:
         meta = executor.run(...)
         step.output("examples", "Examples", examples, meta)
 
@@ -29,13 +30,6 @@ from slipway.core.errors import SlipwayError
 _SCALARS = (str, int, float, bool)
 # A step's one fact for its "done" line, from its outputs' metadata and its parameters (slipway.core.step_facts).
 Fact = Callable[[dict[str, dict[str, Any]], dict[str, Any]], str]
-
-
-def parameters(arguments: dict[str, Any], leave_out: tuple[str, ...] = ("lineage_store",)) -> dict[str, Any]:
-    """A component's arguments that are values, not artifacts (an artifact has a path and a URI): what its lineage
-    execution records as parameters, less those named in leave_out."""
-    return {name: value for name, value in arguments.items()
-            if name not in leave_out and not (hasattr(value, "path") and hasattr(value, "uri"))}
 
 
 class Step:

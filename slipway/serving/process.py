@@ -59,10 +59,6 @@ class ServerProcess:
         return self.process if self.process is not None else self.pid
 
 
-def _pid_alive(pid: int) -> bool:
-    return lifecycle.alive(pid)
-
-
 def start_server(
     model_base: str,
     name: str,
@@ -170,7 +166,7 @@ def read_state(state_file: str) -> ServerProcess | None:
         pid, url, name = int(state["pid"]), str(state["url"]), str(state["name"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _pid_alive(pid) or _status(f"{url}/v1/models/{name}") not in (200, 503):  # 503: up, no version
+    if not lifecycle.alive(pid) or _status(f"{url}/v1/models/{name}") not in (200, 503):  # 503: up, no version
         return None
     return ServerProcess(pid, url, int(state.get("port", url.rsplit(":", 1)[1])), name, str(state.get("model_base")),
                          state.get("version"), None)

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from slipway.core import lifecycle
 from slipway.core.errors import SlipwayError
 from slipway.serving import process
 from tests.support import serving
@@ -85,6 +86,6 @@ def test_a_server_that_is_not_detached_ends_with_its_starter_even_after_sigkill(
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait(timeout=30)
     deadline = time.monotonic() + 30
-    while process._pid_alive(server_pid) and time.monotonic() < deadline:
+    while lifecycle.alive(server_pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not process._pid_alive(server_pid)
+    assert not lifecycle.alive(server_pid)
