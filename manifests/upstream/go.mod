@@ -13,7 +13,7 @@ require (
 	// Katib: the Experiment and Trial CRDs and its OpenAPI document (api/openapi-spec)
 	github.com/kubeflow/katib v0.19.0
 	// MPI Operator: the MPIJob v2beta1 CRD (manifests/base)
-	github.com/kubeflow/mpi-operator v0.8.0
+	github.com/kubeflow/mpi-operator v0.8.2
 	// Kubeflow Pipelines 2.14.3 (its tags carry no "v": the pseudo-version of the tag's commit fc3214d4):
 	// the v2beta1 REST API document (backend/api/v2beta1/swagger)
 	github.com/kubeflow/pipelines v0.0.0-20250902140602-fc3214d4b4d3

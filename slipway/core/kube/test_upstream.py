@@ -130,7 +130,7 @@ def test_a_schema_neither_source_has_is_one_line_naming_it(no_go, monkeypatch, t
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("upstream schema mpijob-crd (manifests/base/kubeflow.org_mpijobs.yaml of "
-                              "github.com/kubeflow/mpi-operator v0.8.0): `go mod download` in manifests/upstream "
+                              "github.com/kubeflow/mpi-operator v0.8.2): `go mod download` in manifests/upstream "
                               "failed (go is not installed) and ../shared/crds has no "
                               "mpi-operator_kubeflow.org_mpijobs.yaml")
     assert not list((tmp_path / "cache").rglob("*.yaml"))  # nothing half-written
