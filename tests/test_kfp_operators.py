@@ -2,7 +2,7 @@
 beside KFP; .ci/cluster/operators.sh): our compiled pipelines with backend kubernetes, whose steps create the
 operators' objects through Slipway's launcher and wait for them, reconciled by the real controllers.
 
-- MPI Operator v0.8.0: the train step's MPIJob becomes a launcher pod and worker pods of our trainer image; the
+- MPI Operator v0.8.2: the train step's MPIJob becomes a launcher pod and worker pods of our trainer image; the
   launcher's mpirun reaches the workers over ssh through the hostfile the operator writes, with the names the
   cluster's DNS gives the workers under the job's headless Service.
 """
@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipelines.training import IMAGES, TABULAR_TUNED
-from slipway.core.kube.launcher import TASK_LABEL
+from slipway.components.tune.local_algorithms import LOCAL_ALGORITHMS
 from slipway.delivery.commands import FINAL_STATES
 from tests.support.kfp_cluster import NAMESPACE, TAXI_PARAMS, Kfp, final_state, kfp_records, step_log
 
@@ -338,55 +339,132 @@ def katib_observations(kfp: Kfp) -> dict[str, dict[str, list[float]]]:
     return found
 
 
-def test_tuning_runs_as_a_katib_experiment_whose_best_trial_feeds_the_train_step(kfp, tuned_pipeline):
-    """The tuned taxi pipeline, backend kubernetes: the tune step's Experiment is reconciled by the real Katib
-    controller; its suggestion service (goptuna, random) proposes learning rates; each trial is a Job of our trainer
-    image whose pod Katib's webhook gave the metrics collector sidecar; the collector parsed our metric lines into
-    Katib's database; the best trial's learning rate is in the train step's MPIJob."""
-    started = time.monotonic()
-    with KatibWatch(kfp) as watch:
-        done, run_id = kfp.submit("katib", "--pipeline", tuned_pipeline, wait=False,
-                                  **{**TUNED_PARAMS, "search_spec": json.dumps(SEARCH)})
+# One tuned run per suggestion service, submitted at once (their ingest, validate and transform come from KFP's
+# cache; the clock is mostly pods starting and waiting): goptuna (random), optuna (grid) with the medianstop
+# early-stopping service, skopt (bayesianoptimization) and hyperband, the last three Katib's Python services.
+# grid's seed makes 0.02 its first point (checked against Katib's optuna service): the 1e-7 trial after it lags
+# (about 0.6 against 0.9 after one epoch), so medianstop (min_trials_required 1, start_step 1) must stop it.
+MEDIANSTOP = {"algorithmName": "medianstop", "algorithmSettings": [{"name": "min_trials_required", "value": "1"},
+                                                                    {"name": "start_step", "value": "1"}]}
+LEARNING_RATE = SEARCH["parameters"][0]
+ALGORITHM_SEARCHES = {
+    "random": SEARCH,
+    "grid": {**SEARCH, "algorithm": {"algorithmName": "grid", "algorithmSettings": [{"name": "random_state",
+                                                                                      "value": "2"}]},
+             "earlyStopping": MEDIANSTOP,
+             "parameters": [{"name": "learning_rate", "parameterType": "discrete",
+                             "feasibleSpace": {"list": ["0.02", "0.0000001"]}}]},
+    "bayesianoptimization": {**SEARCH, "algorithm": {"algorithmName": "bayesianoptimization", "algorithmSettings": [
+        {"name": "random_state", "value": "7"}]}},
+    # Hyperband's first bracket with r_l 2, eta 2: two trials of one epoch, then the better one's rate for two
+    # epochs (the resource, epochs, is a tuned parameter; its parallelTrialCount must be at least eta^s_max = 2)
+    "hyperband": {**SEARCH, "algorithm": {"algorithmName": "hyperband", "algorithmSettings": [
+        {"name": "resource_name", "value": "epochs"}, {"name": "r_l", "value": "2"}, {"name": "eta", "value": "2"}]},
+                  "parameters": [LEARNING_RATE, {"name": "epochs", "parameterType": "int",
+                                                 "feasibleSpace": {"min": "1", "max": "2"}}],
+                  "maxTrialCount": 3, "parallelTrialCount": 2},
+}
+
+
+def tuned_runs(kfp: Kfp, tuned_pipeline: str, watch: KatibWatch) -> dict[str, tuple[str, str]]:
+    """Each algorithm's tuned taxi run, all submitted at once: algorithm -> (run id, final state)."""
+    runs = {}
+    for algorithm, spec in ALGORITHM_SEARCHES.items():
+        done, run_id = kfp.submit(f"katib-{algorithm}", "--pipeline", tuned_pipeline, wait=False,
+                                  **{**TUNED_PARAMS, "search_spec": json.dumps(spec)})
         assert done.returncode == 0, done.stdout + done.stderr
-        state = final_state(kfp, run_id)
-    print(f"tuned taxi pipeline with a Katib Experiment on KFP: {time.monotonic() - started:.0f} s")
+        runs[algorithm] = run_id
+    return {algorithm: (run_id, final_state(kfp, run_id)) for algorithm, run_id in runs.items()}
+
+
+def check_experiment(kfp: Kfp, watch: KatibWatch, run_id: str, spec: dict) -> dict[str, dict]:
+    """What every tuned run shows: the Experiment succeeded with maxTrialCount trials; each trial a pod of our
+    trainer image beside Katib's collector, whose parsed metric lines are in Katib's database with the trial's
+    observation their maximum; the best trial's parameters in the train step's MPIJob. Returns its trials by
+    name."""
     log = step_log(kfp, run_id, "tune")
-    assert state == "SUCCEEDED", f"{log[-3000:]}\n{step_log(kfp, run_id, 'train')[-1500:]}"
     (experiment,) = [e for e in watch.experiments.values() if e["metadata"]["name"] in log]
-    name = experiment["metadata"]["name"]
-    status = experiment["status"]
+    name, status = experiment["metadata"]["name"], experiment["status"]
     assert ("Succeeded", "True") in {(c["type"], c["status"]) for c in status["conditions"]}, status
-    assert status["trials"] == status["trialsSucceeded"] == SEARCH["maxTrialCount"], status
+    assert status["trials"] == spec["maxTrialCount"], status
     trials = {t: trial for t, trial in watch.trials.items() if trial["metadata"]["labels"].get(
         "katib.kubeflow.org/experiment") == name}
-    assert len(trials) == SEARCH["maxTrialCount"], list(watch.trials)
-    rates = {t: float(trial["spec"]["parameterAssignments"][0]["value"]) for t, trial in trials.items()}
-    assert all(0.0005 <= rate <= 0.02 for rate in rates.values()) and len(set(rates.values())) == 2, rates
-    # each trial's pod: our trainer image by digest, with the collector Katib injected beside it
-    for trial in trials:
-        (pod,) = [p for p in watch.trial_pods.values() if p["metadata"]["labels"][TRIAL_LABEL] == trial]
+    assert len(trials) == spec["maxTrialCount"], list(watch.trials)
+    for trial_name, trial in trials.items():
+        (pod,) = [p for p in watch.trial_pods.values() if p["metadata"]["labels"][TRIAL_LABEL] == trial_name]
         images = {c["name"]: c["image"] for c in pod["spec"]["containers"]}
         assert "@sha256:" in images["training"] and "trainer" in images["training"], images
         assert images[COLLECTOR].startswith("slipway.local/katib-file-metricscollector:"), images
-    # the collector parsed our lines: every epoch's objective is in Katib's database, and the trial's observation
-    # (what the suggestion and the best trial read) is the maximum of them (metricStrategies max)
-    for trial_name, trial in trials.items():
         values = watch.observations[trial_name]["val_binary_accuracy"]
-        assert len(values) == 2 and all(0 <= v <= 1 for v in values), watch.observations[trial_name]
+        assert values and all(0 <= v <= 1 for v in values), watch.observations[trial_name]
+        if trial_conditions(trial).get("EarlyStopped") == "True":
+            continue  # Katib writes no observation into an early-stopped Trial (its values are in the database)
         observed = {m["name"]: m for m in trial["status"]["observation"]["metrics"]}
         assert float(observed["val_binary_accuracy"]["max"]) == pytest.approx(max(values)), observed
     best = status["currentOptimalTrial"]
     assert best["bestTrialName"] in trials
-    best_rate = float(best["parameterAssignments"][0]["value"])
+    best_values = {p["name"]: float(p["value"]) for p in best["parameterAssignments"]}
     # the tune step's output is the train step's hyperparameters: the best rate is in the MPIJob's trainer command
-    (job,) = [j for j in watch.jobs.values() if j["metadata"].get("labels", {}).get(TASK_LABEL) == "train"]
+    train_log = step_log(kfp, run_id, "train")
+    (job,) = [j for job_name, j in watch.jobs.items() if f"/{job_name} " in train_log]
     (launcher_container,) = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
     command = launcher_container["command"]
     given = json.loads(command[command.index("--hyperparameters") + 1])
-    assert given["learning_rate"] == pytest.approx(best_rate), (given, best)
+    assert given["learning_rate"] == pytest.approx(best_values["learning_rate"]), (given, best)
     # the Experiment and its trials are deleted once the step has the result (delete_policy always)
     assert name not in {e["metadata"]["name"] for e in json.loads(
         kfp.kubectl("-n", NAMESPACE, "get", "experiments", "-o", "json"))["items"]}
+    return trials
+
+
+def assignments(trial: dict) -> dict[str, float]:
+    return {p["name"]: float(p["value"]) for p in trial["spec"]["parameterAssignments"]}
+
+
+def trial_conditions(trial: dict) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in trial["status"]["conditions"]}
+
+
+def test_every_katib_algorithm_tunes_the_taxi_pipeline_and_its_best_trial_feeds_train(kfp, tuned_pipeline):
+    """The tuned taxi pipeline, backend kubernetes, once per suggestion service: each tune step's Experiment is
+    reconciled by the real Katib controller, its suggestion service (goptuna's binary; optuna, skopt and hyperband
+    from Katib's Python code in our image) proposes the trials, each a Job of our trainer image; the best trial's
+    parameters reach the train step's MPIJob. grid's medianstop early-stops the lagging trial; hyperband runs the
+    better of two one-epoch trials again for two epochs."""
+    # the cluster's Katib serves every algorithm the local backend runs, and bayesianoptimization and hyperband
+    config = yaml.safe_load(json.loads(kfp.kubectl("-n", NAMESPACE, "get", "configmap", "katib-config", "-o",
+                                                   "json"))["data"]["katib-config.yaml"])
+    served = {entry["algorithmName"] for entry in config["runtime"]["suggestions"]}
+    assert {*LOCAL_ALGORITHMS, "bayesianoptimization", "hyperband"} <= served, served
+    assert [entry["algorithmName"] for entry in config["runtime"]["earlyStoppings"]] == ["medianstop"]
+    started = time.monotonic()
+    with KatibWatch(kfp) as watch:
+        runs = tuned_runs(kfp, tuned_pipeline, watch)
+    print(f"tuned taxi pipelines, {len(runs)} Katib algorithms at once, on KFP: {time.monotonic() - started:.0f} s")
+    for trial in watch.trials.values():  # every trial's parameters and conditions, in the test log
+        print(trial["metadata"]["name"], assignments(trial), trial_conditions(trial),
+              watch.observations.get(trial["metadata"]["name"], {}).get("val_binary_accuracy"))
+    trials_of = {}
+    for algorithm, (run_id, state) in runs.items():
+        assert state == "SUCCEEDED", (algorithm, step_log(kfp, run_id, "tune")[-3000:],
+                                      step_log(kfp, run_id, "train")[-1500:])
+        trials_of[algorithm] = check_experiment(kfp, watch, run_id, ALGORITHM_SEARCHES[algorithm])
+    for algorithm in ("random", "bayesianoptimization"):
+        rates = [assignments(t)["learning_rate"] for t in trials_of[algorithm].values()]
+        assert all(0.0005 <= rate <= 0.02 for rate in rates) and len(set(rates)) == 2, (algorithm, rates)
+    # grid: both points, 0.02 first and succeeded; the 1e-7 trial early-stopped by medianstop after one epoch
+    grid = sorted(trials_of["grid"].values(), key=lambda t: t["metadata"]["creationTimestamp"])
+    assert [assignments(t)["learning_rate"] for t in grid] == [0.02, 1e-7], grid
+    assert trial_conditions(grid[0]).get("Succeeded") == "True", grid[0]["status"]
+    assert trial_conditions(grid[1]).get("EarlyStopped") == "True", grid[1]["status"]
+    assert len(watch.observations[grid[1]["metadata"]["name"]]["val_binary_accuracy"]) == 1
+    # hyperband: two one-epoch trials, then the better one's rate for two epochs
+    bracket = sorted(trials_of["hyperband"].values(), key=lambda t: assignments(t)["epochs"])
+    first, promoted = bracket[:2], bracket[2]
+    assert [assignments(t)["epochs"] for t in bracket] == [1, 1, 2], bracket
+    better = max(first, key=lambda t: max(watch.observations[t["metadata"]["name"]]["val_binary_accuracy"]))
+    assert assignments(promoted)["learning_rate"] == pytest.approx(assignments(better)["learning_rate"])
+    assert len(watch.observations[promoted["metadata"]["name"]]["val_binary_accuracy"]) == 2
 
 
 def test_a_trial_that_reports_no_objective_metric_fails_the_experiment_not_hangs_it(kfp, tuned_pipeline):

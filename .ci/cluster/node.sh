@@ -134,17 +134,19 @@ EOF
 }
 
 import_binary_images() {  # import_binary_images ROOT KEY SPEC...: one-binary images into containerd's k8s namespace
-    # SPEC is NAME:TAG|FILE=PATH_IN_IMAGE|ENTRYPOINT ARGS. The OCI archives are kept under ROOT/KEY (the same binaries
-    # give the same digests; KEY names the build they came from, and other builds' archives are removed).
+    # SPEC is NAME:TAG|FILE=PATH_IN_IMAGE[,FILE=PATH_IN_IMAGE...]|ENTRYPOINT ARGS. The OCI archives are kept under
+    # ROOT/KEY (the same binaries give the same digests; KEY names the build they came from, and other builds'
+    # archives are removed).
     local root="$1" key="$2" spec; shift 2
     local folder="$root/$key"
     mkdir -p "$folder"
     prune_except "$root" "$key"
     for spec in "$@"; do
-        local name="${spec%%|*}" rest="${spec#*|}"
-        local file="${rest%%|*}" entrypoint="${rest#*|}" archive="$folder/${name%%:*}.tar"
+        local name="${spec%%|*}" rest="${spec#*|}" file files=()
+        local listed="${rest%%|*}" entrypoint="${rest#*|}" archive="$folder/${name%%:*}.tar"
+        for file in ${listed//,/ }; do files+=(--file "$file"); done
         # shellcheck disable=SC2086  # the entrypoint's words are separate arguments
-        [ -f "$archive" ] || python3 "$HERE/oci_image.py" "$archive" "slipway.local/$name" --file "$file" \
+        [ -f "$archive" ] || python3 "$HERE/oci_image.py" "$archive" "slipway.local/$name" "${files[@]}" \
             --entrypoint $entrypoint >/dev/null
         ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$archive" >/dev/null
     done

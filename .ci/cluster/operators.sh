@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The Kubeflow operators on the single-node cluster (sourced by .ci/kfp-cluster): the MPI Operator v0.8.0 (built by
+# The Kubeflow operators on the single-node cluster (sourced by .ci/kfp-cluster): the MPI Operator v0.8.2 (built by
 # ../operators/build from the Go module proxy) with the MPIJob CRD at the version manifests/upstream/go.mod locks.
 # Like KFP's servers, the operator runs on the host inside KFP's network namespace (its health port binds every
 # interface: there only 10.244.0.2:8080), with the kfp client identity; its leader-election Lease lives in the
@@ -11,8 +11,10 @@
 # through a ClusterIP would need hairpin NAT); the controller's cert generator makes its webhook certificate (into
 # the Secret and /tmp/cert, here a folder of ours bound there for its process only) and patches the webhook
 # configurations we create, which the API server reaches at the katib-controller Service's endpoint; trial metrics
-# land in a database of KFP's MariaDB. The suggestion service (goptuna: random, tpe, cmaes, sobol) and
-# the metrics collector sidecar are one-binary images imported into containerd, as the cluster's own are.
+# land in a database of KFP's MariaDB. The goptuna suggestion service (random, cmaes, sobol) and the metrics
+# collector sidecar are one-binary images imported into containerd, as the cluster's own are; Katib's Python services
+# (optuna: grid, tpe, multivariate-tpe; skopt: bayesianoptimization; hyperband; the medianstop early stopping) are
+# one image on our base (../katib-suggestions/build), imported the same way.
 OPERATOR_DAEMONS="mpi-operator katib-db-manager katib-controller"
 MPI_OPERATOR_NAMESPACE=mpi-operator
 KATIB_VERSION=v0.19.0
@@ -24,7 +26,8 @@ operator_binaries() {
     if [ -n "${KFP_CLUSTER_OPERATORS_BIN:-}" ]; then OPERATORS_BIN="$KFP_CLUSTER_OPERATORS_BIN"
     else OPERATORS_BIN="$(bash "$ROOT/.ci/operators/build")"; fi
     local name
-    for name in mpi-operator katib-controller katib-db-manager katib-file-metricscollector katib-suggestion-goptuna; do
+    for name in mpi-operator katib-controller katib-db-manager katib-file-metricscollector katib-suggestion-goptuna \
+            pgrep; do
         [ -x "$OPERATORS_BIN/$name" ] || die "missing binary $OPERATORS_BIN/$name (run: bash .ci/operators/build)"
     done
 }
@@ -46,13 +49,22 @@ start_operators() {
     wait_for "mpi-operator" 60 http_ok "http://$KFP_ADDRESS:8080/healthz"
 }
 
-import_katib_images() {  # the suggestion service and the metrics collector sidecar, as the cluster's own images are
-    local name specs=()
+import_katib_images() {  # the suggestion services and the metrics collector sidecar, as the cluster's own images are
+    local name specs=() python_services extra
     for name in katib-file-metricscollector katib-suggestion-goptuna; do
-        specs+=("$name:$KATIB_VERSION|$OPERATORS_BIN/$name=/bin/$name|/bin/$name")
+        extra=""  # the collector stops an early-stopped trial's process through pgrep (ours: no procps in its image)
+        [ "$name" = katib-file-metricscollector ] && extra=",$OPERATORS_BIN/pgrep=/bin/pgrep"
+        specs+=("$name:$KATIB_VERSION|$OPERATORS_BIN/$name=/bin/$name$extra|/bin/$name")
     done
     import_binary_images "$STATE/operator-images" "$(basename "$OPERATORS_BIN")" "${specs[@]}"
+    python_services="$(bash "$ROOT/.ci/katib-suggestions/build")" || die "Katib's Python services: the image failed"
+    ctr --address "$CONTAINERD_SOCK" -n k8s.io images import "$python_services" >/dev/null
 }
+
+# Each algorithm's suggestion service: goptuna's binary image, or the Python image with the service's main module.
+GOPTUNA_ALGORITHMS="random cmaes sobol"
+declare -A PYTHON_SUGGESTIONS=([grid]=optuna [tpe]=optuna [multivariate-tpe]=optuna
+    [bayesianoptimization]=skopt [hyperband]=hyperband)
 
 katib_config() {  # Katib's configuration: the controller's file and the katib-config ConfigMap's one key
     local algorithm
@@ -71,9 +83,15 @@ runtime:
   - {kind: StdOut, image: "slipway.local/katib-file-metricscollector:$KATIB_VERSION", imagePullPolicy: IfNotPresent}
   suggestions:
 EOF
-    for algorithm in random tpe multivariate-tpe cmaes sobol; do
+    for algorithm in $GOPTUNA_ALGORITHMS; do
         echo "  - {algorithmName: $algorithm, image: \"slipway.local/katib-suggestion-goptuna:$KATIB_VERSION\", imagePullPolicy: IfNotPresent}"
     done
+    for algorithm in "${!PYTHON_SUGGESTIONS[@]}"; do
+        echo "  - {algorithmName: $algorithm, image: \"slipway.local/katib-suggestion-python:$KATIB_VERSION\"," \
+            "imagePullPolicy: IfNotPresent, command: [python, cmd/suggestion/${PYTHON_SUGGESTIONS[$algorithm]}/v1beta1/main.py]}"
+    done
+    echo "  earlyStoppings:"  # the image's default command is medianstop
+    echo "  - {algorithmName: medianstop, image: \"slipway.local/katib-suggestion-python:$KATIB_VERSION\", imagePullPolicy: IfNotPresent}"
 }
 
 webhook_configuration() {  # webhook_configuration KIND NAME: the head of a (Validating|Mutating)WebhookConfiguration
@@ -127,9 +145,12 @@ start_katib() {
         "$OPERATORS_BIN/katib-controller" --katib-config "$config"
     wait_for "katib-controller" 60 sh -c "kubectl --kubeconfig '$STATE/admin.kubeconfig' -n $KFP_NAMESPACE get \
         secret katib-webhook-cert -o jsonpath='{.data.tls\.key}' | grep -q ."
-    for name in ca.crt tls.crt tls.key; do
+    # Each file whole when it appears (a rename), the key first: the controller waits for the files and reads them
+    # at once, and had once read a tls.key still being written ("failed to find any PEM data in key input").
+    for name in tls.key tls.crt ca.crt; do
         kubectl_admin -n "$KFP_NAMESPACE" get secret katib-webhook-cert -o jsonpath="{.data.${name//./\\.}}" \
-            | base64 -d > "$certs/$name"
+            | base64 -d > "$certs/.$name"
+        mv "$certs/.$name" "$certs/$name"
     done
     wait_for "katib-db-manager" 60 "$PYTHON" -c \
         "import socket; socket.create_connection(('$GATEWAY', $KATIB_DB_MANAGER_PORT), 2)"
