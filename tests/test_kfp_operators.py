@@ -462,8 +462,10 @@ def test_every_katib_algorithm_tunes_the_taxi_pipeline_and_its_best_trial_feeds_
     bracket = sorted(trials_of["hyperband"].values(), key=lambda t: assignments(t)["epochs"])
     first, promoted = bracket[:2], bracket[2]
     assert [assignments(t)["epochs"] for t in bracket] == [1, 1, 2], bracket
-    better = max(first, key=lambda t: max(watch.observations[t["metadata"]["name"]]["val_binary_accuracy"]))
-    assert assignments(promoted)["learning_rate"] == pytest.approx(assignments(better)["learning_rate"])
+    scores = {assignments(t)["learning_rate"]: max(watch.observations[t["metadata"]["name"]]["val_binary_accuracy"])
+              for t in first}
+    best_rates = [rate for rate, score in scores.items() if score == max(scores.values())]  # a tie keeps both
+    assert any(assignments(promoted)["learning_rate"] == pytest.approx(rate) for rate in best_rates), scores
     assert len(watch.observations[promoted["metadata"]["name"]]["val_binary_accuracy"]) == 2
 
 
