@@ -408,7 +408,7 @@ def check_experiment(kfp: Kfp, watch: KatibWatch, run_id: str, spec: dict) -> di
         assert float(observed["val_binary_accuracy"]["max"]) == pytest.approx(max(values)), observed
     best = status["currentOptimalTrial"]
     assert best["bestTrialName"] in trials
-    best_values = {p["name"]: float(p["value"]) for p in best["parameterAssignments"]}
+    best_values = assigned(best["parameterAssignments"])
     # the tune step's output is the train step's hyperparameters: the best rate is in the MPIJob's trainer command
     train_log = step_log(kfp, run_id, "train")
     (job,) = [j for job_name, j in watch.jobs.items() if f"/{job_name} " in train_log]
@@ -422,8 +422,13 @@ def check_experiment(kfp: Kfp, watch: KatibWatch, run_id: str, spec: dict) -> di
     return trials
 
 
+def assigned(parameter_assignments: list[dict]) -> dict[str, float]:
+    """Katib's parameterAssignments (a Trial's spec, an Experiment's currentOptimalTrial) as name -> number."""
+    return {p["name"]: float(p["value"]) for p in parameter_assignments}
+
+
 def assignments(trial: dict) -> dict[str, float]:
-    return {p["name"]: float(p["value"]) for p in trial["spec"]["parameterAssignments"]}
+    return assigned(trial["spec"]["parameterAssignments"])
 
 
 def trial_conditions(trial: dict) -> dict[str, str]:
