@@ -31,6 +31,8 @@ def deploy(name: str, model_base: str, push_base: str, version: int, model_dir: 
                                     existing=existing)
     print(f"deploy: InferenceService {namespace}/{name} -> version {version} "
           f"({inference_service.rollout(body, settings)})", flush=True)
+    if inference_service.traffic_note(body, settings):
+        print(f"deploy: {inference_service.traffic_note(body, settings)}", flush=True)
     model = smoke.LocalModel(model_dir)
     checked: list[smoke.SmokeResult] = []
 
@@ -48,12 +50,15 @@ def deploy(name: str, model_base: str, push_base: str, version: int, model_dir: 
         f"{result['url']} (smoke request sent to {result['smoke_url']})"
     print(f"deploy: {name} version {version} {result['status']} at {where}: smoke request {answer.describe()}",
           flush=True)
+    if result["traffic"]:
+        print(f"deploy: {result['traffic']}", flush=True)
     return {
         "status": result["status"],
         "endpoint": result["url"],
         "predict_url": f"{result['url']}/v1/models/{name}:predict",
         "smoke_url": result["smoke_url"],
         "rollout": result["rollout"],
+        "traffic": result["traffic"],
         "inference_service": f"{namespace}/{name}",
         "serving": True,
         "smoke": {"rows": answer.rows, "signatures": answer.signatures, "max_difference": answer.max_difference},

@@ -40,7 +40,8 @@ def deploy(
             (push only).
         cluster: JSON settings for backend kubernetes: namespace, service_account (holding the S3 credentials),
             deployment_mode (Serverless or RawDeployment), canary_traffic_percent, min_replicas, max_replicas, cpu,
-            memory, gpus, timeout_s (see the component README).
+            memory, gpus, timeout_s, gateway (the Gateway whose HTTPRoute splits a RawDeployment canary's requests; see
+            the component README).
         keep_serving: Local backend: leave the server running after the step (stop it with `slipway serve --stop`
             or by its pid in deployment.json).
         port: Local backend: port on 127.0.0.1 (0 picks a free one).

@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from slipway.components.deploy import traffic_route
 from slipway.core.errors import SlipwayError
 from slipway.core.kube import launcher
 from slipway.core.kube.cluster import load_settings_object, own_namespace
@@ -81,6 +82,10 @@ MODES = {"Serverless": SERVERLESS, "Knative": SERVERLESS, "RawDeployment": RAW, 
 DEPLOYED, CANARY = "deployed", "canary"
 ROLLOUT_SERVERLESS_CANARY = "canary via canaryTrafficPercent (Serverless)"
 ROLLOUT_SPEC_CANARY = "canary via spec.canary (RawDeployment, KServe >= 0.20)"
+ROLLOUT_PROMOTION = "promotion: the canary takes every request through the HTTPRoute while the stable predictor " \
+    "rolls to its version, then the canary goes"
+DARK_LAUNCH = "the canary is a dark launch: it gets replicas and no requests (KServe 0.20 sends every request to " \
+    "the stable predictor unless a Gateway API route splits them: set cluster.gateway)"
 ROLLOUT_RAW = "rolling update (RawDeployment: no traffic split)"
 ROLLOUT_SERVERLESS = "new revision takes all traffic once Ready (Serverless)"
 _CAMEL = {"min_replicas": "minReplicas", "max_replicas": "maxReplicas"}
@@ -106,6 +111,9 @@ class ServingSettings:
     timeout_s: float = 900.0  # until Ready
     delete_policy: str = "always"  # an object this step CREATED, after a failure: "never" keeps it
     pvc_mount_path: str = ""  # pvc:// base: where THIS step's pod has that claim mounted (to push into it)
+    # NAMESPACE/NAME of the Gateway (Gateway API) KServe's routes attach to: RawDeployment's canary then gets its
+    # share of the requests through an HTTPRoute deploy writes (traffic_route.py); "": a spec.canary is a dark launch
+    gateway: str = ""
 
 
 def parse_settings(text: str | Mapping[str, Any]) -> ServingSettings:
@@ -142,6 +150,11 @@ def _check_values(s: ServingSettings) -> None:
                  if value and (len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value))]
     if s.pvc_mount_path and not s.pvc_mount_path.startswith("/"):
         problems.append(f"pvc_mount_path {s.pvc_mount_path!r}: must be an absolute path")
+    if s.gateway:
+        traffic_route.parse_gateway(s.gateway)
+        if s.deployment_mode != RAW:
+            problems.append(f"gateway {s.gateway!r}: only RawDeployment (Standard) mode routes through a Gateway "
+                            "here (Serverless splits with Knative's revisions)")
     if problems:
         raise SlipwayError(f"cluster.{problems[0]}")
 
@@ -255,6 +268,11 @@ def render(name: str, namespace: str, model_base: str, version: int | str, setti
     for component in ("transformer", "explainer"):  # added by hand next to our predictor: kept
         if existing is not None and (existing.get("spec") or {}).get(component):
             body["spec"][component] = copy.deepcopy(existing["spec"][component])
+    live_canary = traffic_route.canary_of(existing)
+    if settings.gateway and (live_canary.get("predictor") or {}).get("name") == canary_name(version):
+        # a promotion through the route: the canary keeps serving (all requests) while the stable pods roll to
+        # its version; deploy removes it once the route sends everything to the stable Service again
+        body["spec"]["canary"] = [copy.deepcopy(live_canary)]
     return body
 
 
@@ -389,6 +407,8 @@ def render_yaml(name: str, namespace: str, model_base: str, version: int | str, 
 def rollout(body: Mapping[str, Any], settings: ServingSettings) -> str:
     """How this object meets traffic, in words (the deploy output says it)."""
     spec = body.get("spec") or {}
+    if traffic_route.promoting(body):
+        return ROLLOUT_PROMOTION
     if spec.get("canary"):
         return ROLLOUT_SPEC_CANARY
     if "canaryTrafficPercent" in (spec.get("predictor") or {}):
@@ -398,6 +418,11 @@ def rollout(body: Mapping[str, Any], settings: ServingSettings) -> str:
     return ROLLOUT_RAW if settings.deployment_mode == RAW else ROLLOUT_SERVERLESS
 
 
+def traffic_note(body: Mapping[str, Any], settings: ServingSettings) -> str:
+    """The line deploy prints about who gets the requests before it applies body ("" when rollout says it all)."""
+    return DARK_LAUNCH if rollout(body, settings) == ROLLOUT_SPEC_CANARY and not settings.gateway else ""
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Apply, wait, smoke, roll back
 
@@ -405,7 +430,7 @@ def rollout(body: Mapping[str, Any], settings: ServingSettings) -> str:
 def rule_for(body: Mapping[str, Any]) -> launcher.TerminalRule:
     """KServe's rule; for a spec.canary the stable side is unchanged, so success is the named canary being ready."""
     canaries = (body.get("spec") or {}).get("canary") or []
-    if not canaries:
+    if not canaries or traffic_route.promoting(body):
         return KSERVE_INFERENCE_SERVICE
     name = canaries[0]["predictor"]["name"]
     return dataclasses.replace(KSERVE_INFERENCE_SERVICE, freshness="none",
@@ -414,17 +439,21 @@ def rule_for(body: Mapping[str, Any]) -> launcher.TerminalRule:
 
 def smoke_url(final: Mapping[str, Any], body: Mapping[str, Any]) -> str:
     """Where the smoke request reaches the NEW version: a Serverless canary's tagged "latest" revision URL, a
-    spec.canary's own Service, else the InferenceService's URL."""
+    spec.canary's own Service, RawDeployment's in-cluster address (status.url may be a Gateway's host name the
+    step's pod cannot resolve), else the InferenceService's URL."""
     status = final.get("status") or {}
     spec = body.get("spec") or {}
     meta = body.get("metadata") or {}
-    if spec.get("canary"):
+    if spec.get("canary") and not traffic_route.promoting(body):
         return f"http://{meta['name']}-{spec['canary'][0]['predictor']['name']}-predictor.{meta['namespace']}" \
                ".svc.cluster.local"
     if "canaryTrafficPercent" in (spec.get("predictor") or {}):
         latest = launcher.status_value(status, "components.predictor.traffic[tag=latest].url")
         if latest:
             return str(latest)
+    address = (status.get("address") or {}).get("url")
+    if address and live_mode(final) == RAW:
+        return str(address)
     url = status.get("url")
     if not url:
         raise SlipwayError(f"{KIND} {meta.get('namespace')}/{meta.get('name')} is Ready but has no status.url")
@@ -435,26 +464,75 @@ def deploy(body: dict, client: launcher.ResourceClient, reference_file: str, set
            smoke: Callable[[str], object], poll: launcher.Poll | None = None,
            before_rollback: Callable[[], object] | None = None) -> dict:
     """Create or update body's InferenceService, wait until Ready, send smoke(url); roll back on any smoke failure.
+    With cluster.gateway, requests move through our HTTPRoute: away from a canary this body replaces (or all to
+    the canary it promotes) before the write, to the new canary's share only once it answered (traffic_route.py).
 
     Returns {"url": status.url, "smoke_url", "status": "deployed" | "canary", "rollout": how traffic moves,
-    "object": the final object}. Raises SlipwayError: from the launcher (not Ready in time, failed to load, refused;
-    already rolled back), or "smoke request to URL failed: <first line>; <what was undone>".
+    "traffic": where the route sends requests ("" without a gateway), "object": the final object}. Raises
+    SlipwayError: from the launcher (not Ready in time, failed to load, refused; already rolled back), or "smoke
+    request to URL failed: <first line>; <what was undone>".
     before_rollback: called first when rolling back after a smoke failure (retire the version from the model base:
     a pod of the restored revision started later would load it again otherwise).
     """
-    final = launcher.run(body, client, rule_for(body), reference_file, settings.timeout_s, poll=poll,
-                         delete_policy=settings.delete_policy, on_exists="update")
+    routed = bool(settings.gateway) and settings.deployment_mode == RAW
+    previous = _route_before(client, body, settings, poll) if routed else None
+    try:
+        final = launcher.run(body, client, rule_for(body), reference_file, settings.timeout_s, poll=poll,
+                             delete_policy=settings.delete_policy, on_exists="update")
+    except SlipwayError as exc:
+        raise SlipwayError(f"{exc}{_route_restored(client, body, previous, settings, poll)}") from exc
     url = smoke_url(final, body)
     try:
         smoke(url)
     except Exception as exc:  # any failure of the smoke request means the new version must not stay
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         undone = rollback(client, reference_file, body, settings, poll, before_rollback)
-        raise SlipwayError(f"smoke request to {url} failed: {first}; {undone}") from exc
+        restored = _route_restored(client, body, previous, settings, poll)
+        raise SlipwayError(f"smoke request to {url} failed: {first}; {undone}{restored}") from exc
+    traffic = ""
+    if routed:
+        traffic = traffic_route.move(client, final, settings.gateway, traffic_route.after_ready(final, body), poll)
+        if traffic_route.promoting(body):  # every request on the stable Service again: the canary can go
+            meta = final["metadata"]
+            final = launcher.modify(client, KSERVE_INFERENCE_SERVICE.ref(meta["namespace"], meta["name"]),
+                                    _drop_canary, poll=poll)
     mechanism = rollout(body, settings)
     return {"url": str((final.get("status") or {}).get("url") or url), "smoke_url": url,
             "status": CANARY if mechanism in (ROLLOUT_SERVERLESS_CANARY, ROLLOUT_SPEC_CANARY) else DEPLOYED,
-            "rollout": mechanism, "object": final}
+            "rollout": mechanism, "traffic": traffic, "object": final}
+
+
+def _route_before(client: launcher.ResourceClient, body: Mapping[str, Any], settings: ServingSettings,
+                  poll: launcher.Poll | None) -> dict[str, int] | None:
+    """Move the route as traffic_route.before_apply says; the weights it had (to restore), None when unmoved."""
+    meta = body["metadata"]
+    existing = client.get(KSERVE_INFERENCE_SERVICE.ref(meta["namespace"], meta["name"]))
+    backends = traffic_route.before_apply(existing, body)
+    if backends is None:
+        return None
+    previous = traffic_route.weights(client.get(traffic_route.ref(meta["namespace"], meta["name"])))
+    print(f"deploy: before the update: {traffic_route.move(client, existing, settings.gateway, backends, poll)}",
+          flush=True)
+    return previous
+
+
+def _route_restored(client: launcher.ResourceClient, body: Mapping[str, Any], previous: dict[str, int] | None,
+                    settings: ServingSettings, poll: launcher.Poll | None) -> str:
+    """After a rollback: the route's earlier weights back when the promotion they served was undone (its canary
+    still runs); a replaced canary's share is not given back (its pods start again and are not ready)."""
+    if not previous or not traffic_route.promoting(body):
+        return ""
+    meta = body["metadata"]
+    try:
+        live = client.get(KSERVE_INFERENCE_SERVICE.ref(meta["namespace"], meta["name"]))
+        traffic_route.move(client, live, settings.gateway, previous, poll)
+        return f"; the HTTPRoute sends {traffic_route.describe(previous)} again"
+    except Exception as exc:  # the rollback is reported either way
+        return f"; could not restore the HTTPRoute's weights ({' '.join(str(exc).split())})"
+
+
+def _drop_canary(obj: dict) -> None:
+    obj["spec"].pop("canary", None)
 
 
 def rollback(client: launcher.ResourceClient, reference_file: str, body: Mapping[str, Any],

@@ -51,7 +51,9 @@ SPEC = ComponentSpec(
             "JSON settings for backend kubernetes: namespace, service_account (holding the S3 credentials),\n"
             "deployment_mode (Serverless or RawDeployment), canary_traffic_percent, min_replicas, "
             "max_replicas, cpu,\n"
-            "memory, gpus, timeout_s (see the component README)."), default="{}", run=Run(
+            "memory, gpus, timeout_s, gateway (the Gateway whose HTTPRoute splits a RawDeployment canary's "
+            "requests; see\n"
+            "the component README)."), default="{}", run=Run(
             "--deploy-cluster", "JSON settings for --deploy kubernetes (deploy README)", name="deploy_cluster",
             description="JSON settings for deploy_backend kubernetes: namespace, service_account, deployment_mode, "
                         "canary_traffic_percent, replicas, resources.")),

@@ -2,7 +2,8 @@
 
 These are the Kubernetes calls the launchers make (slipway/core/kube/client.py KubeClient): get, create, update (PUT,
 for an InferenceService rollout) and delete on the custom objects they own (MPIJob, Katib Experiment, KServe
-InferenceService); list pods and get pods/log for the log tail a failure report carries; list trials for Katib's
+InferenceService) and deploy's HTTPRoute (a canary's share of the requests; the InferenceService owns it, so it is
+never deleted by hand); list pods and get pods/log for the log tail a failure report carries; list trials for Katib's
 per-trial results. Nothing else: no watch, no patch, no access to Secrets (credentials reach pods only as
 secretKeyRef, resolved by the kubelet).
 
@@ -18,6 +19,7 @@ LAUNCHER_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("kubeflow.org", "experiments", ("get", "create", "delete")),
     ("kubeflow.org", "trials", ("list",)),
     ("serving.kserve.io", "inferenceservices", ("get", "create", "update", "delete")),
+    ("gateway.networking.k8s.io", "httproutes", ("get", "create", "update")),
     ("", "pods", ("list",)),
     ("", "pods/log", ("get",)),
 )
