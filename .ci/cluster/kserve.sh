@@ -1,13 +1,17 @@
 # shellcheck shell=bash
 # KServe v0.20.0 on the single-node cluster (sourced by .ci/kfp-cluster; started by `up` unless KFP_CLUSTER_KSERVE=0;
 # tests/test_kfp_kserve.py): its controller manager (built by ../kserve/build from the Go module
-# proxy) in Standard mode (raw Deployments and Services; no Knative, no Istio, no Ingress), run like the other
-# operators as a process in KFP's network namespace with the kfp client identity.
-# - The CRDs it watches or lists, at the version manifests/upstream/go.mod locks.
-# - Its configuration, the inferenceservice-config ConfigMap in the kserve namespace: Standard by default;
-#   status.url is the predictor Service's in-cluster name (ingressDomain svc.cluster.local creates no Ingress);
-#   the S3 Secret keys are ours (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, not KServe's awsAccessKeyID); the
-#   injected containers' resources are set because KServe refuses to reconcile without them.
+# proxy) in Standard mode (raw Deployments and Services; no Knative, no Istio, no Ingress: Gateway API HTTPRoutes),
+# run like the other operators as a process in KFP's network namespace with the kfp client identity.
+# - The CRDs it watches or lists, at the version manifests/upstream/go.mod locks (the Gateway API's: gateway.sh).
+# - Its configuration, the inferenceservice-config ConfigMap in the kserve namespace: Standard by default; Gateway
+#   API mode: an HTTPRoute per InferenceService (and per predictor) to the Gateway of gateway.sh, which Traefik
+#   routes and marks (IngressReady, part of Ready, waits for every route's status); status.url is the Gateway's
+#   host name, http://<name>-<namespace>.slipway.example (KServe's default template; no DNS resolves it: a client
+#   sends it as the Host header to the gateway), status.address stays the predictor Service's in-cluster name. The
+#   ingress domain is not svc.cluster.local, for which KServe makes no route; ingressGateway (Istio's) is required
+#   all the same, unused. The S3 Secret keys are ours (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, not KServe's
+#   awsAccessKeyID); the injected containers' resources are set because KServe refuses to reconcile without them.
 # - Its webhooks, with a certificate of our cluster CA: the InferenceService defaulter and validator (the defaulter
 #   is what turns RawDeployment into Standard, which the validator demands for spec.canary). Not its pod mutator:
 #   no storage-initializer image comes from a registry here, and our serving runtime reads the s3:// base itself
@@ -28,9 +32,9 @@ kserve_config() {  # the inferenceservice-config ConfigMap's keys, one JSON docu
     local resources='"cpuRequest": "100m", "cpuLimit": "1", "memoryRequest": "100Mi", "memoryLimit": "1Gi"'
     cat <<EOF
 deploy: '{"defaultDeploymentMode": "Standard"}'
-ingress: '{"ingressGateway": "unused/unused", "disableIngressCreation": true, "disableIstioVirtualHost": true,
-  "ingressDomain": "svc.cluster.local", "domainTemplate": "{{ .Name }}-predictor.{{ .Namespace }}.{{ .IngressDomain }}",
-  "urlScheme": "http"}'
+ingress: '{"ingressGateway": "unused/unused", "enableGatewayApi": true,
+  "kserveIngressGateway": "$INGRESS_NAMESPACE/$INGRESS_GATEWAY", "disableIngressCreation": false,
+  "disableIstioVirtualHost": true, "ingressDomain": "$INGRESS_DOMAIN", "urlScheme": "http"}'
 inferenceService: '{}'
 credentials: '{"s3": {"s3AccessKeyIDName": "AWS_ACCESS_KEY_ID", "s3SecretAccessKeyName": "AWS_SECRET_ACCESS_KEY"}}'
 storageInitializer: '{"image": "unused:0", $resources}'

@@ -52,6 +52,10 @@ make_network() {
     ip link add slipway-kfp0 type veth peer name slipway-kfp1
     ip link set slipway-kfp1 netns "$KFP_NETNS"
     ip link set slipway-kfp0 master "$BRIDGE" up
+    # Hairpin, as the CNI plugin sets it on pods' ports: a process there reaching a Service whose endpoint is this
+    # namespace's own address (the gateway's, KFP's API server's) has its packet, DNATed here, sent back out the port
+    # it came in on (kube-proxy masquerades it, so the answer comes back the same way)
+    ip link set slipway-kfp0 type bridge_slave hairpin on
     ip -n "$KFP_NETNS" addr add "$KFP_ADDRESS/16" dev slipway-kfp1
     ip -n "$KFP_NETNS" link set slipway-kfp1 up
     ip -n "$KFP_NETNS" link set lo up
