@@ -1,18 +1,22 @@
 """KServe v0.20.0's own controller on the real single-node cluster of tests/test_kfp_cluster.py (.ci/kfp-cluster starts
-it beside KFP: .ci/cluster/kserve.sh): the taxi pipeline's deploy step with backend kubernetes creates and updates an
-InferenceService through Slipway's launcher, and KServe reconciles it in Standard mode (Deployments and Services; no
-Knative, Istio or Ingress) with our serving image as the runtime for modelFormat tensorflow
-(manifests/kserve-serving-runtime.yaml, rendered by inference_service.serving_runtime).
+it beside KFP: .ci/cluster/kserve.sh) with the Gateway API on (Traefik v3.6's Kubernetes Gateway provider as the
+Gateway's controller and data plane: .ci/cluster/gateway.sh): the taxi pipeline's deploy step with backend kubernetes
+creates and updates an InferenceService through Slipway's launcher, KServe reconciles it in Standard mode
+(Deployments, Services and its HTTPRoutes) with our serving image as the runtime for modelFormat tensorflow
+(manifests/kserve-serving-runtime.yaml, rendered by inference_service.serving_runtime), and deploy's own HTTPRoute
+(traffic_route.py) splits the prediction requests between the stable predictor and the canary.
 
 TF Serving's image (KServe's kserve-tensorflow-serving runtime) cannot be pulled here, so the fixture installs our
 ClusterServingRuntime; a cluster that has the TF Serving runtime keeps serving with it (KServe picks by modelFormat;
 `cluster.runtime` names one).
 
 One story, as a user lives it, with a bounded load (one new connection per request, 10 a second, at most 20 minutes)
-sent from the cluster's network to the InferenceService's Service the whole time, which must see no failed request:
-version 1 deployed; version 2 (another learning rate) as a spec.canary beside it; version 2 promoted (the stable
-predictor rolls to it, the canary goes); version 3, whose pods cannot start (a memory limit below what loading
-TensorFlow takes), is rolled back by the deploy step, and version 2 keeps answering.
+sent from the cluster's network through the Gateway to the InferenceService's host name the whole time, which must
+see no failed request: version 1 deployed; version 2 (another learning rate) as a 20 % canary, which gets 20 % +- 5 %
+of the requests (counted by the x-model-version header); version 2 promoted (every request to the canary, the stable
+predictor rolls to it, back to the stable Service, the canary goes); version 3 as a canary whose pods cannot start (a
+memory limit below what loading TensorFlow takes) is rolled back by the deploy step, and version 2 keeps answering
+every request.
 """
 
 from __future__ import annotations
@@ -26,23 +30,27 @@ from pathlib import Path
 
 import pytest
 
-from slipway.components.deploy import inference_service
-from tests.support.kfp_cluster import NAMESPACE, TAXI_PARAMS, final_state, step_log
+from slipway.components.deploy import inference_service, traffic_route
+from tests.support.kfp_cluster import NAMESPACE, TAXI_PARAMS, cluster, final_state, step_log
 
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster, pytest.mark.skipif(
     os.environ.get("KFP_CLUSTER_KSERVE") == "0", reason="KFP_CLUSTER_KSERVE=0: the cluster starts without KServe")]
 
 NAME = "taxi"
-URL = f"http://{NAME}-predictor.{NAMESPACE}.svc.cluster.local"
+GATEWAY = "kserve/kserve-ingress-gateway"  # .ci/cluster/gateway.sh, KServe's kserveIngressGateway
+GATEWAY_SERVICE = "http://kserve-ingress-gateway.kserve.svc.cluster.local"
+URL = f"http://{NAME}-{NAMESPACE}.slipway.example"  # KServe's default domain template, our ingressDomain
+ADDRESS = f"http://{NAME}-predictor.{NAMESPACE}.svc.cluster.local"  # status.address: where the smoke request goes
 SERVING = {"namespace": NAMESPACE, "deployment_mode": "Standard", "cpu": "500m", "memory": "1Gi", "timeout_s": 600,
-           "min_replicas": 1, "max_replicas": 1}
+           "min_replicas": 1, "max_replicas": 1, "gateway": GATEWAY}
+SPLIT_REQUESTS = 400  # counted while the canary has its share: 20 % of 400 has a binomial spread of 2 %
 # Every version is blessed on its own merits (no comparison with the one serving): the story is about serving.
 EVAL = json.dumps({"slices": [], "thresholds": {"auc": {"lower_bound": 0.5}}})
 KFP_NETNS = "slipway-kfp"  # .ci/kfp-cluster: resolves cluster names and routes Service addresses
 
 LOAD = r"""
 import base64, http.client, json, sys, time, urllib.parse
-url, name, body_file, out, limit, seconds = sys.argv[1:7]
+url, host_name, name, body_file, out, limit, seconds = sys.argv[1:8]
 body = open(body_file, "rb").read()
 host = urllib.parse.urlsplit(url).hostname
 started = time.monotonic()
@@ -53,7 +61,8 @@ with open(out, "a", buffering=1) as log:
         sent = time.monotonic()
         try:  # a new connection per request: each one meets the Service's current endpoints
             connection = http.client.HTTPConnection(host, 80, timeout=10)
-            connection.request("POST", f"/v1/models/{name}:predict", body, {"content-type": "application/json"})
+            connection.request("POST", f"/v1/models/{name}:predict", body,
+                               {"content-type": "application/json", "host": host_name})
             answer = connection.getresponse()
             answer.read()
             record = {"status": answer.status, "version": answer.getheader("x-model-version")}
@@ -66,14 +75,16 @@ with open(out, "a", buffering=1) as log:
 
 
 class Load:
-    """The bounded load, a process in KFP's network namespace (the test's own Python), logging one line per request."""
+    """The bounded load, a process in KFP's network namespace (the test's own Python), logging one line per request:
+    to the Gateway's Service, for the InferenceService's host name (status.url's, which no DNS here resolves)."""
 
     def __init__(self, folder: Path, body: dict):
         self.out = folder / "load.jsonl"
         (folder / "body.json").write_text(json.dumps(body))
         (folder / "load.py").write_text(LOAD)
         self.process = subprocess.Popen(
-            ["ip", "netns", "exec", KFP_NETNS, sys.executable, str(folder / "load.py"), URL, NAME,
+            ["ip", "netns", "exec", KFP_NETNS, sys.executable, str(folder / "load.py"), GATEWAY_SERVICE,
+             URL.removeprefix("http://"), NAME,
              str(folder / "body.json"), str(self.out), "12000", "1200"], stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE)
 
@@ -83,6 +94,9 @@ class Load:
     def since(self, start: int) -> list[dict]:
         return self.records()[start:]
 
+    def wait_for(self, count: int, seconds: float) -> None:
+        _wait(lambda: len(self.records()) >= count, seconds, f"{count} requests of the load")
+
     def stop(self) -> list[dict]:
         self.process.terminate()
         self.process.wait(timeout=30)
@@ -91,7 +105,11 @@ class Load:
 
 @pytest.fixture(scope="session")
 def runtime(kfp, built) -> str:
-    """Our runtime installed, and the tabular pipeline uploaded (a new version where another tier uploaded it)."""
+    """Our runtime installed, the Gateway's controller running (.ci/test starts the cluster without it while its
+    build finishes: `kfp-cluster gateway` waits for that build), and the tabular pipeline uploaded (a new version
+    where another tier uploaded it)."""
+    started = cluster("gateway")
+    assert started.returncode == 0, started.stderr[-3000:]
     kfp.kubectl("apply", "-f", "-", input=json.dumps(inference_service.serving_runtime(built.ref("serving"))))
     uploaded = kfp.slipway("upload", str(kfp.pipelines / "tabular_pipeline.yaml"))
     assert uploaded.returncode == 0, uploaded.stderr
@@ -135,6 +153,17 @@ def _delete_inference_service(kfp) -> None:
     _wait(lambda: not pods(), 180, "the predictor pods to go")
 
 
+def _route(kfp) -> dict:
+    return json.loads(kfp.kubectl("-n", NAMESPACE, "get", "httproute", traffic_route.route_name(NAME), "-o", "json"))
+
+
+def _accepted(route: dict) -> dict[str, str]:
+    """The route's conditions as the Gateway's controller (Traefik) wrote them, for its generation."""
+    (parent,) = route["status"]["parents"]
+    generation = route["metadata"]["generation"]
+    return {c["type"]: c["status"] for c in parent["conditions"] if c["observedGeneration"] == generation}
+
+
 def _smoke_line(log: str, version: int) -> str:
     lines = [line for line in log.splitlines() if line.startswith(f"deploy: {NAME} version {version} ")]
     assert lines, log[-3000:]
@@ -149,55 +178,67 @@ def _wait(condition, seconds: float, what: str) -> None:
 
 
 @pytest.mark.timeout(2400)
-def test_deploy_canary_promote_and_rollback_through_the_real_kserve_controller(kfp, runtime, tmp_path):
+def test_deploy_canary_split_promote_and_rollback_through_kserve_and_the_gateway(kfp, runtime, tmp_path):
     timings = {}
     state, log, timings["version 1 deployed"] = _deploy(kfp, None)
     assert state == "SUCCEEDED", log[-3000:]
     status = _isvc(kfp)["status"]
     assert {c["type"]: c["status"] for c in status["conditions"]}["Ready"] == "True", status
+    assert {c["type"]: c["status"] for c in status["conditions"]}["IngressReady"] == "True", status  # KServe's routes
     assert status["deploymentMode"] == "Standard" and status.get("clusterServingRuntimeName") == runtime, status
-    assert status["url"] == URL, status
+    assert status["url"] == URL and status["address"]["url"] == ADDRESS, status
     deployment = json.loads(kfp.kubectl("-n", NAMESPACE, "get", "deployment", f"{NAME}-predictor", "-o", "json"))
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["name"] == "kserve-container" and "serving@sha256:" in container["image"], container["image"]
     assert "--name=taxi" in container["args"], container["args"]
     smoke = _smoke_line(log, 1)
-    assert f"deployed at {URL}: smoke request 5 eval rows via serving_default and serving_raw" in smoke, smoke
+    assert f"deployed at {URL} (smoke request sent to {ADDRESS}): smoke request 5 eval rows via serving_default " \
+           "and serving_raw" in smoke, smoke
+    route = _route(kfp)
+    assert traffic_route.weights(route) == {f"{NAME}-predictor": 100} and route["spec"]["hostnames"] == [URL[7:]]
+    assert _accepted(route) == {"Accepted": "True", "ResolvedRefs": "True"}, route["status"]
 
     load = Load(tmp_path, {"instances": [{"b64": _one_example()}]})
     try:
         _wait(lambda: sum(r.get("version") == "1" for r in load.records()) >= 20, 120, "the load on version 1")
 
-        state, log, timings["version 2 as a canary"] = _deploy(kfp, 0.01, canary_traffic_percent=50)
+        state, log, timings["version 2 as a 20 % canary"] = _deploy(kfp, 0.01, canary_traffic_percent=20)
         assert state == "SUCCEEDED", log[-3000:]
-        assert "canary via spec.canary" in log and f"at {URL}" in _smoke_line(log, 2), log[-3000:]
-        service = _isvc(kfp)
-        canaries = service["status"]["canaryStatuses"]
-        assert [(c["name"], c["ready"], c["trafficPercent"]) for c in canaries] == [("v2", True, 50)], canaries
+        assert "canary via spec.canary" in log and inference_service.DARK_LAUNCH not in log, log[-3000:]
+        canaries = _isvc(kfp)["status"]["canaryStatuses"]
+        assert [(c["name"], c["ready"], c["trafficPercent"]) for c in canaries] == [("v2", True, 20)], canaries
         assert _deployments(kfp) == {f"{NAME}-predictor": "1", f"{NAME}-v2-predictor": "2"}
-        # the smoke request met the canary itself, through its own Service
         assert f"smoke request sent to http://{NAME}-v2-predictor.{NAMESPACE}.svc" in _smoke_line(log, 2)
-        # KServe 0.20's Standard mode sizes the canary by trafficPercent but routes nothing to it: the Service
-        # keeps sending every request to the stable predictor (kserve#5335's caveat, still so for spec.canary).
-        assert {r.get("version") for r in load.records()[-50:]} == {"1"}
+        assert traffic_route.weights(_route(kfp)) == {f"{NAME}-predictor": 80, f"{NAME}-v2-predictor": 20}
+        mark = len(load.records())  # deploy returned after the route's new weights were accepted and settled
+        load.wait_for(mark + SPLIT_REQUESTS, 180)
+        split = [r.get("version") for r in load.since(mark)[:SPLIT_REQUESTS]]
+        share = split.count("2") / len(split)
+        assert set(split) == {"1", "2"} and 0.15 <= share <= 0.25, f"version 2 answered {share:.1%}"
+        timings["share of version 2"] = share * 100
 
         mark = len(load.records())
         state, log, timings["version 2 promoted"] = _deploy(kfp, 0.01)
         assert state == "SUCCEEDED", log[-3000:]
-        assert "already pushed (same model)" in log and f"{NAME} version 2 deployed at {URL}" in log, log[-3000:]
+        assert "already pushed (same model)" in log and inference_service.ROLLOUT_PROMOTION in log, log[-3000:]
         _wait(lambda: _deployments(kfp) == {f"{NAME}-predictor": "2"}, 120, "the canary's Deployment to go")
-        _wait(lambda: {r.get("version") for r in load.records()[-20:]} == {"2"}, 120, "the load on version 2")
+        assert traffic_route.weights(_route(kfp)) == {f"{NAME}-predictor": 100}
+        _wait(lambda: {r.get("version") for r in load.records()[-20:]} == {"2"}, 60, "the load on version 2 only")
+        # once every request went to version 2 (10 in a row: the 80/20 split never gives that), none went back to 1
         versions = [r.get("version") for r in load.since(mark) if r["status"] == 200]
-        assert versions[0] == "1" and versions[-1] == "2" and sorted(versions) == versions  # 1 then 2, never back
+        moved = next(i for i in range(len(versions)) if versions[i:i + 10] == ["2"] * 10)
+        assert "1" not in versions[moved:], versions
 
         mark = len(load.records())
-        state, log, timings["version 3 rolled back"] = _deploy(kfp, 0.02, memory="64Mi", timeout_s=45)
+        state, log, timings["broken canary version 3 rolled back"] = _deploy(
+            kfp, 0.02, canary_traffic_percent=20, memory="64Mi", timeout_s=45)
         assert state == "FAILED"
         failed = [line for line in log.splitlines() if line.startswith("[slipway] deploy failed")]
         assert failed and "not Ready within 45 s" in failed[-1], log[-3000:]
         # the predictor's log is empty (killed while importing TensorFlow): its container's state says why
         assert "OOMKilled" in failed[-1] and failed[-1].endswith("rolled back to the previous spec"), failed[-1]
         _wait(lambda: _deployments(kfp) == {f"{NAME}-predictor": "2"}, 180, "the previous spec's pods only")
+        assert traffic_route.weights(_route(kfp)) == {f"{NAME}-predictor": 100}  # never routed to the canary
         assert {r.get("version") for r in load.since(mark) if r["status"] == 200} == {"2"}
         retired = kfp.keys("serving/taxi-kserve.rejected/3/")
         assert retired and not kfp.keys("serving/taxi-kserve/3/"), retired[:3]
@@ -207,7 +248,7 @@ def test_deploy_canary_promote_and_rollback_through_the_real_kserve_controller(k
         finally:
             _delete_inference_service(kfp)
     failures = [r for r in records if r["status"] != 200]
-    print(f"load: {len(records)} requests, {len(failures)} failed; "
+    print(f"load through the gateway: {len(records)} requests, {len(failures)} failed; "
           + ", ".join(f"{what} {seconds:.0f} s" for what, seconds in timings.items()))
     assert len(records) > 300 and failures == [], failures[:5]
 
