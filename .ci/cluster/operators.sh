@@ -17,7 +17,9 @@
 # one image on our base (../katib-suggestions/build), imported the same way.
 OPERATOR_DAEMONS="mpi-operator katib-db-manager katib-controller"
 MPI_OPERATOR_NAMESPACE=mpi-operator
-KATIB_VERSION=v0.19.0
+# the images' tags: the Katib version the operators' module builds (one place for it: ../operators/go.mod)
+KATIB_VERSION="$(sed -n 's|^\tgithub.com/kubeflow/katib \(v[^ ]*\)$|\1|p' "$ROOT/.ci/operators/go.mod")"
+[ -n "$KATIB_VERSION" ] || die "no github.com/kubeflow/katib version in .ci/operators/go.mod"
 KATIB_WEBHOOK_PORT=8443
 KATIB_DB_MANAGER_PORT=6789
 KATIB_HEALTH_PORT=18080
