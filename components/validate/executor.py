@@ -11,14 +11,17 @@ raised with one line listing the anomalies.
 Statistics are computed in process without Beam by default (the fast path): the TFRecords are read in batches,
 decoded to Arrow with tfx_bsl's example decoder and fed to TFDV's in-memory generators - several times faster than
 Beam's DirectRunner at every size we measured, with memory bounded by one batch plus the generators' accumulators,
-which are sketches of fixed size (see _stats_options). With `beam_pipeline_args` the statistics come from TFDV's
-Beam transform (GenerateStatistics) on the runner they name, with the same StatsOptions, so both paths give the
-same statistics up to float rounding.
+which are sketches of fixed size (see slipway.core.statistics.generators.stats_options). With `beam_pipeline_args`
+the statistics come from TFDV's Beam transform (GenerateStatistics) on the runner they name, with the same
+StatsOptions, so both paths give the same statistics up to float rounding.
+
+The statistics options and generators, the drift/skew thresholds and comparators and the anomaly rows are
+slipway.core.statistics's (the components that check new data against a model's training data share them); this
+module reads the examples, chooses the path, settles the schema and writes the outputs.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -31,9 +34,9 @@ from slipway.core import artifacts, progress, storage
 from slipway.core import beam as beam_options
 from slipway.core.beam import storage as beam_storage
 from slipway.core.errors import SlipwayError, ValidationFailed, option_name
-from slipway.core.json_text import json_object
+from slipway.core.statistics import comparators, generators, thresholds
+from slipway.core.statistics.comparators import TRAIN
 
-TRAIN = "train"
 STATS_FILE = "FeatureStats.pb"
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
@@ -45,30 +48,6 @@ _MAX_IN_MESSAGE = 6  # anomalies spelled out in the ValidationFailed line; the r
 
 # ----------------------------------------------------------------------------------------------------------------
 # Inputs
-
-
-def parse_thresholds(name: str, value: Mapping[str, Any] | str | None) -> dict[str, float]:
-    """{feature: threshold}; a JSON string (as the KFP component passes it) is accepted too."""
-    out = {}
-    for feature, threshold in json_object(name, value).items():
-        out[str(feature)] = _threshold(f"{name}['{feature}']", threshold)
-    return out
-
-
-def _threshold(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SlipwayError(f"{name}: threshold must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise SlipwayError(f"{name}: threshold must be a finite number >= 0, got {value!r}")
-    return value
-
-
-def _default_drift(value: float | None) -> float | None:
-    """default_drift_threshold as run() takes it: None, or below 0 (the component's default, -1), is no check."""
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool) and value < 0):
-        return None
-    return _threshold("default_drift_threshold", value)
 
 
 def _load_user_schema(schema_file: str):
@@ -96,20 +75,6 @@ def _load_user_schema(schema_file: str):
 
 # ----------------------------------------------------------------------------------------------------------------
 # Statistics
-
-
-def _stats_options(user_schema):
-    """The StatsOptions of both paths. With a user schema the statistics follow it (e.g. an int feature marked
-    categorical gets top values), as TFX's StatisticsGen does.
-
-    Top values and unique counts come from the sketch-based generator (Misra-Gries for the top values, KMV for the
-    unique count; fixed size per feature, exact while a feature has fewer distinct values than the sketches hold).
-    TFDV's in-memory path always uses it; on Beam the default would be the exact generator, which shuffles every
-    distinct value of every string feature, so memory and shuffle grow with the distinct values (ids, free text).
-    Setting it keeps Beam bounded too and gives both paths the same generators."""
-    import tensorflow_data_validation as tfdv
-
-    return tfdv.StatsOptions(schema=user_schema, use_sketch_based_topk_uniques=True)
 
 
 def _statistics(examples_dir: str, splits: list[str], options, beam_args: list[str],
@@ -160,7 +125,7 @@ def _run_statistics(splits: list[str], options, beam_args: list[str], files: dic
                  | f"Read[{split}]" >> source.BeamSource(BATCH_SIZE)  # the fast path's batches
                  | f"Statistics[{split}]" >> tfdv.GenerateStatistics(options)
                  | f"Write[{split}]" >> tfdv.WriteStatisticsToBinaryFile(written[split]))
-    return {split: _settled(tfdv.load_stats_binary(written[split]), split) for split in splits}
+    return {split: generators.settled(tfdv.load_stats_binary(written[split]), split) for split in splits}
 
 
 def _unreadable_shard(error: str) -> str | None:
@@ -172,148 +137,23 @@ def _unreadable_shard(error: str) -> str | None:
     return None
 
 
-def _settled(stats, split: str):
-    """The statistics with one dataset named after the split (an empty split may come back with none) and its
-    features in path order: worker processes merge them in the order they finish, and the inferred schema (and so
-    schema.pbtxt) lists features in the statistics' order."""
-    if not stats.datasets:
-        stats.datasets.add()
-    dataset = stats.datasets[0]
-    dataset.name = split
-    features = sorted(dataset.features, key=lambda f: tuple(f.path.step) or (f.name,))
-    features = [f.__class__.FromString(f.SerializeToString()) for f in features]  # copies: the originals go next
-    del dataset.features[:]
-    dataset.features.extend(features)
-    return stats
-
-
 def _split_statistics(examples_dir: str, split: str, stats_options):
     """One split's DatasetFeatureStatisticsList, computed in process in batches (no Beam)."""
     import tensorflow as tf
-    from tensorflow_data_validation.statistics import stats_impl
     from tfx_bsl.coders import example_coder
 
     files = artifacts.split_files(examples_dir, split)
-    generators = stats_impl.get_generators(stats_options, in_memory=True)
-    accumulators = [g.create_accumulator() for g in generators]
     decoder = example_coder.ExamplesToRecordBatchDecoder()
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(BATCH_SIZE)
+    record_batches = (decoder.DecodeBatch(batch.numpy().tolist()) for batch in dataset)
     try:
-        for batch in dataset:
-            record_batch = decoder.DecodeBatch(batch.numpy().tolist())
-            accumulators = [g.add_input(acc, record_batch) for g, acc in zip(generators, accumulators, strict=True)]
+        return generators.statistics_of(record_batches, stats_options, split)
     except tf.errors.OpError as e:
         raise SlipwayError(f"examples {examples_dir}: split '{split}' cannot be read "
                            f"({_tf_message(e.message)})") from None
     except RuntimeError as e:  # tfx_bsl's decoder: a record that is not a tf.Example
         raise SlipwayError(f"examples {examples_dir}: split '{split}' has a record that is not a tf.Example "
                            f"({_one_line(str(e))})") from None
-    return _settled(stats_impl.extract_statistics_output(accumulators, generators), split)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Comparators and anomalies
-
-
-def _is_categorical(feature) -> bool:
-    from tensorflow_metadata.proto.v0 import schema_pb2
-
-    if feature.type == schema_pb2.BYTES:
-        return True
-    return feature.type == schema_pb2.INT and feature.HasField("int_domain") and feature.int_domain.is_categorical
-
-
-def _set_comparators(schema, thresholds: dict[str, float], which: str, param: str) -> None:
-    """Put a skew or drift comparator on each named feature: L-infinity for categorical, JSD for numeric."""
-    import tensorflow_data_validation as tfdv
-
-    names = sorted(f.name for f in schema.feature)
-    for name, threshold in thresholds.items():
-        try:
-            feature = tfdv.get_feature(schema, name)
-        except ValueError:
-            raise SlipwayError(f"{param}: feature '{name}' is not in the schema (features: {', '.join(names)})") \
-                from None
-        comparator = getattr(feature, which)
-        if _is_categorical(feature):
-            comparator.infinity_norm.threshold = threshold
-        else:
-            comparator.jensen_shannon_divergence.threshold = threshold
-
-
-def _records(anomalies, split: str, only_comparators: bool = False, kind_for_comparators: str = "drift"):
-    """Flatten a tfdv Anomalies proto: one record per (feature, reason)."""
-    from tensorflow_metadata.proto.v0 import anomalies_pb2
-
-    type_name = anomalies_pb2.AnomalyInfo.Type.Name
-    out = []
-
-    def add(feature: str, info) -> None:
-        for reason in info.reason:
-            name = type_name(reason.type)
-            comparator = name.startswith("COMPARATOR_")
-            if only_comparators and not comparator:
-                continue
-            out.append({
-                "split": split,
-                "feature": feature,
-                "kind": kind_for_comparators if comparator else "schema",
-                "type": name,
-                "short": reason.short_description or info.short_description,
-                "description": _one_line(reason.description or info.description),
-            })
-
-    for feature in sorted(anomalies.anomaly_info):
-        add(feature, anomalies.anomaly_info[feature])
-    if anomalies.HasField("dataset_anomaly_info"):
-        add("", anomalies.dataset_anomaly_info)
-    if anomalies.data_missing and not only_comparators:
-        out.append({"split": split, "feature": "", "kind": "schema", "type": "DATA_MISSING",
-                    "short": "No data", "description": "The split has no examples."})
-    return out
-
-
-def _validation_environment(schema) -> str | None:
-    # Data with labels (train, eval) is validated in the TRAINING environment when the schema defines one, so a
-    # user schema that marks the label as absent in SERVING still requires it here.
-    envs = list(schema.default_environment)
-    return "TRAINING" if "TRAINING" in envs else None
-
-
-def _find_anomalies(schema, stats: dict, user_schema: bool, skew: dict, drift: dict, default_drift: float | None):
-    import tensorflow_data_validation as tfdv
-
-    env = _validation_environment(schema)
-    records = []
-    train = stats[TRAIN]
-    others = [s for s in stats if s != TRAIN]
-
-    if user_schema:  # an inferred schema fits the train split by construction
-        records += _records(tfdv.validate_statistics(train, schema, environment=env), TRAIN)
-
-    drift_all = dict(drift)
-    if default_drift is not None:
-        for feature in schema.feature:
-            drift_all.setdefault(feature.name, default_drift)
-
-    drift_schema = schema.__class__()
-    drift_schema.CopyFrom(schema)
-    _set_comparators(drift_schema, drift_all, "drift_comparator", "drift_thresholds")
-    skew_schema = schema.__class__()
-    skew_schema.CopyFrom(schema)
-    _set_comparators(skew_schema, skew, "skew_comparator", "skew_thresholds")
-
-    for split in others:
-        # The split against the schema, and its drift from train (train is the "previous" span).
-        result = tfdv.validate_statistics(stats[split], drift_schema, environment=env,
-                                          previous_statistics=train if drift_all else None)
-        records += _records(result, split)
-        if skew:
-            # Skew: train is the training data, the split plays the serving data. This call also checks train
-            # against the schema; only the comparator results are kept (train was checked above).
-            result = tfdv.validate_statistics(train, skew_schema, environment=env, serving_statistics=stats[split])
-            records += _records(result, split, only_comparators=True, kind_for_comparators="skew")
-    return records
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -348,9 +188,9 @@ def run(
     features' (None or below 0: none). beam_pipeline_args: Beam options as TFX takes them (a list, a JSON list or
     one shell-quoted string); empty computes the statistics in process, else on Beam (slipway.core.beam).
     """
-    skew = parse_thresholds("skew_thresholds", skew_thresholds)
-    drift = parse_thresholds("drift_thresholds", drift_thresholds)
-    default_drift = _default_drift(default_drift_threshold)
+    skew = thresholds.parse_thresholds("skew_thresholds", skew_thresholds)
+    drift = thresholds.parse_thresholds("drift_thresholds", drift_thresholds)
+    default_drift = thresholds.default_drift(default_drift_threshold)
     beam_args = beam_options.parse_args(beam_pipeline_args)
     splits = _train_first_splits(examples_dir)
     meta_path = Path(examples_dir) / artifacts.EXAMPLES_META
@@ -360,7 +200,7 @@ def run(
 
     user_schema = _load_user_schema(schema_file) if schema_file else None
     rows = sum(int(count) for count in (meta.get("splits") or {}).values()) or None
-    stats, how = _statistics(examples_dir, splits, _stats_options(user_schema), beam_args, rows)
+    stats, how = _statistics(examples_dir, splits, generators.stats_options(user_schema), beam_args, rows)
     counts = {split: int(stats[split].datasets[0].num_examples) for split in splits}
     if counts[TRAIN] == 0:
         raise SlipwayError(f"examples {examples_dir}: split '{TRAIN}' has no examples")
@@ -368,7 +208,7 @@ def run(
         schema, source = user_schema, "user"
     else:
         schema, source = tfdv.infer_schema(stats[TRAIN], infer_feature_shape=True), "inferred"
-    anomalies = _find_anomalies(schema, stats, user_schema is not None, skew, drift, default_drift)
+    anomalies = comparators.find_anomalies(schema, stats, user_schema is not None, skew, drift, default_drift)
     _write_statistics(statistics_dir, splits, stats)
     ctx = _report_context(examples_dir, schema, stats, meta, {
         "schema_source": source, "schema_file": schema_file, "allowed": bool(allow_anomalies),

@@ -7,8 +7,8 @@ from slipway.core.component_spec import ComponentSpec, In, Out, Param, Run
 
 def preflight(run) -> None:
     """--skew and --drift: JSON objects of feature thresholds, checked as the step reads them."""
-    from slipway.components.validate.executor import parse_thresholds
     from slipway.core.json_text import json_object
+    from slipway.core.statistics.thresholds import parse_thresholds
 
     for name in ("skew_thresholds", "drift_thresholds"):
         if name in run.values:

@@ -13,6 +13,7 @@ import slipway  # noqa: F401  (sets TF_USE_LEGACY_KERAS first)
 from slipway.components.ingest import executor as ingest
 from slipway.components.validate import executor
 from slipway.core.errors import SlipwayError
+from slipway.core.statistics import generators
 from slipway.data import taxi
 
 SLICE_ROWS = 3000  # the taxi sample's first rows: every column type, missing values, ~40 cab companies
@@ -127,7 +128,7 @@ def test_statistics_list_features_in_path_order_whatever_order_the_runner_merged
     stats = written.__class__()
     stats.datasets.add().features.extend(reversed(written.datasets[0].features))  # as a runner might merge them
 
-    settled = executor._settled(stats, "train").datasets[0]
+    settled = generators.settled(stats, "train").datasets[0]
     names = [f.path.step[0] for f in settled.features]
     written = [name for name in fast["exact"]["train"] if name != "num_examples"]
     assert names == written == sorted(written) and len(names) == 18  # pickup_census_tract: empty in the slice
