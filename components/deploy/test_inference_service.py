@@ -323,22 +323,18 @@ def test_render_inferenceservice_cli(tmp_path, validator):
 # --- apply, Ready, smoke, rollback (a test thread plays KServe) ----------------------------------------------------
 
 
-class KServeThread:
-    """KServe's InferenceService controller, as a thread writing status into the fake API server.
+class ControllerThread:
+    """A controller as a thread: every few milliseconds, _reconcile each stored object of `kind` (the in-memory
+    server holds the InferenceService and deploy's HTTPRoute side by side)."""
 
-    Like KServe v0.20: status.observedGeneration is the child's (Knative Service / Deployment) generation, which moves
-    when the predictor or the labels KServe copies into its pods change; after `delay` seconds the status shows the
-    new revision: Ready (url, traffic, canaryStatuses as the spec asks), or, with ready=False, a revision that never
-    becomes ready (PredictorReady False, RevisionMissing).
-    """
+    kind = ""
 
-    def __init__(self, server: FakeApiServer, ready: bool = True, delay: float = 0.05):
-        self.server, self.ready, self.delay = server, ready, delay
-        self.seen: dict = {}
+    def __init__(self, server: FakeApiServer):
+        self.server = server
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
 
-    def __enter__(self) -> KServeThread:
+    def __enter__(self):
         self.thread.start()
         return self
 
@@ -350,11 +346,30 @@ class KServeThread:
         while not self.stopped.wait(0.005):
             with self.server.lock:
                 for key, obj in list(self.server.objects.items()):
-                    self._reconcile(key, obj)
+                    if obj["kind"] == self.kind:
+                        self._reconcile(key, obj)
 
     def _reconcile(self, key, obj: dict) -> None:
-        if obj["kind"] != isvc.KIND:  # the HTTPRoute deploy writes: GatewayThread's
-            return
+        raise NotImplementedError
+
+
+class KServeThread(ControllerThread):
+    """KServe's InferenceService controller, as a thread writing status into the fake API server.
+
+    Like KServe v0.20: status.observedGeneration is the child's (Knative Service / Deployment) generation, which moves
+    when the predictor or the labels KServe copies into its pods change; after `delay` seconds the status shows the
+    new revision: Ready (url, traffic, canaryStatuses as the spec asks), or, with ready=False, a revision that never
+    becomes ready (PredictorReady False, RevisionMissing).
+    """
+
+    kind = isvc.KIND
+
+    def __init__(self, server: FakeApiServer, ready: bool = True, delay: float = 0.05):
+        super().__init__(server)
+        self.ready, self.delay = ready, delay
+        self.seen: dict = {}
+
+    def _reconcile(self, key, obj: dict) -> None:
         child = json.dumps([obj["spec"]["predictor"], obj["metadata"].get("labels")], sort_keys=True)
         wanted = json.dumps(obj["spec"], sort_keys=True)
         generation, seen_child, seen_spec, since = self.seen.get(key, (0, None, None, 0.0))

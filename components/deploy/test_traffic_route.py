@@ -6,42 +6,38 @@ KServe v0.20.0 and Traefik under load: tests/test_kfp_kserve.py."""
 from __future__ import annotations
 
 import copy
-import threading
 
 import pytest
 
 from slipway.components.deploy import inference_service as isvc
 from slipway.components.deploy import traffic_route
-from slipway.components.deploy.test_inference_service import KServeThread, Smoke, deploy, new_server, settings
+from slipway.components.deploy.test_inference_service import (
+    ControllerThread,
+    KServeThread,
+    Smoke,
+    deploy,
+    new_server,
+    settings,
+)
 from slipway.core.errors import SlipwayError
 
 GATEWAY = "kserve/kserve-ingress-gateway"
 ROUTED = {"deployment_mode": "RawDeployment", "timeout_s": 10, "gateway": GATEWAY}
 
 
-class GatewayThread:
+class GatewayThread(ControllerThread):
     """The Gateway's controller: each HTTPRoute's status.parents for our Gateway, Accepted at its generation, and
     ResolvedRefs True only when every backend is a Service the live InferenceService has (stable or canary)."""
 
+    kind = traffic_route.KIND
+
     def __init__(self, server, accept: bool = True):
-        self.server, self.accept = server, accept
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
+        super().__init__(server)
+        self.accept = accept
 
-    def __enter__(self) -> GatewayThread:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stopped.set()
-        self.thread.join(5)
-
-    def _loop(self) -> None:
-        while not self.stopped.wait(0.005):
-            with self.server.lock:
-                for key, obj in list(self.server.objects.items()):
-                    if obj["kind"] == traffic_route.KIND and self.accept:
-                        self.server.set_status(key, self._status(obj))
+    def _reconcile(self, key, obj: dict) -> None:
+        if self.accept:
+            self.server.set_status(key, self._status(obj))
 
     def _status(self, route: dict) -> dict:
         services = set()
@@ -64,7 +60,6 @@ class GatewayThread:
 @pytest.fixture(autouse=True)
 def quick_settle(monkeypatch):
     monkeypatch.setattr(traffic_route, "SETTLE_S", 0.0)
-    monkeypatch.setattr(traffic_route.apply, "__defaults__", (None, traffic_route.ACCEPTED_WITHIN_S, 0.0))
 
 
 def route_writes(server) -> list[dict[str, int]]:
@@ -149,7 +144,7 @@ def test_a_promotion_whose_smoke_request_fails_gives_the_canary_its_share_back(t
 
 
 def test_a_gateway_that_never_accepts_the_route_fails_the_step_naming_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(traffic_route.apply, "__defaults__", (None, 0.3, 0.0))
+    monkeypatch.setattr(traffic_route, "ACCEPTED_WITHIN_S", 0.3)
     server = new_server()
     with KServeThread(server), GatewayThread(server, accept=False), pytest.raises(SlipwayError) as caught:
         deploy(server, tmp_path, 1, settings(**ROUTED))

@@ -113,10 +113,9 @@ def describe(backends: Mapping[str, int]) -> str:
     return ", ".join(f"{service} {weight} %" for service, weight in backends.items())
 
 
-def apply(client: launcher.ResourceClient, body: dict, poll: launcher.Poll | None = None,
-          within_s: float = ACCEPTED_WITHIN_S, settle_s: float = SETTLE_S) -> dict:
-    """Create or replace the route, then wait until the Gateway's controller accepted this generation (and
-    settle_s more). An unchanged route is left as it is. Returns the live route."""
+def apply(client: launcher.ResourceClient, body: dict, poll: launcher.Poll | None = None) -> dict:
+    """Create or replace the route, then wait until the Gateway's controller accepted this generation (within
+    ACCEPTED_WITHIN_S), and SETTLE_S more. An unchanged route is left as it is. Returns the live route."""
     route_ref = ResourceRef(GROUP, VERSION, PLURAL, KIND, body["metadata"]["namespace"], body["metadata"]["name"])
     live = client.get(route_ref)
     if live is not None and live.get("spec") == body["spec"]:
@@ -126,8 +125,9 @@ def apply(client: launcher.ResourceClient, body: dict, poll: launcher.Poll | Non
     else:
         stored = client.replace({**body, "metadata": {**body["metadata"],
                                                       "resourceVersion": live["metadata"]["resourceVersion"]}})
-    accepted = wait_accepted(client, route_ref, int(stored["metadata"].get("generation", 1)), body, poll, within_s)
-    time.sleep(settle_s)
+    accepted = wait_accepted(client, route_ref, int(stored["metadata"].get("generation", 1)), body, poll,
+                             ACCEPTED_WITHIN_S)
+    time.sleep(SETTLE_S)
     return accepted
 
 
