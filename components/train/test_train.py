@@ -46,6 +46,9 @@ def test_binary_model_trains_and_serves_raw_examples(binary):
     meta = json.loads((model / "model_meta.json").read_text())
     assert meta["label"] == "label" and meta["num_classes"] == 2
     assert meta["raw_features"] == ["cat", "n", "x"]
+    assert meta["raw_inputs"] == {"cat": {"dtype": "string", "required": True},  # FixedLen: every row has one
+                                  "n": {"dtype": "int64", "required": True},
+                                  "x": {"dtype": "float32", "required": False}}  # VarLen: NaN marks it missing
     assert meta["train_steps"] == 18 and meta["final_metrics"] == result["metrics"]
 
     rows = [

@@ -239,6 +239,7 @@ def _export_with_meta(model, tft_output, transform_graph_dir: str, plan, model_d
             "num_classes": plan.num_classes,
             "label_classes": plan.label_classes,
             "raw_features": features,
+            "raw_inputs": raw_inputs_meta({n: raw_spec[n] for n in features}) if has_raw else None,
             "final_metrics": result["metrics"],
             "serving": {"signature": "serving_default", "input": SERVING_INPUT, "output": SERVING_OUTPUT,
                         "raw_signature": RAW_SIGNATURE if has_raw else None},
@@ -418,6 +419,21 @@ def raw_input_specs(serving_spec: dict) -> dict:
         else:
             return {}
     return specs
+
+
+def raw_inputs_meta(serving_spec: dict) -> dict:
+    """model_meta.json's raw_inputs: each serving_raw input's dtype and whether every row must carry a value (a
+    FixedLenFeature: batch scoring refuses a row without one rather than scoring a made-up value) or may leave it
+    out with the missing marker (a VarLenFeature)."""
+    specs = raw_input_specs(serving_spec)
+    return {name: {"dtype": spec.dtype.name, "required": not _is_var_len(serving_spec[name])}
+            for name, spec in specs.items()}
+
+
+def _is_var_len(feature) -> bool:
+    import tensorflow as tf
+
+    return isinstance(feature, tf.io.VarLenFeature)
 
 
 def _raw_to_parsed(features: dict, serving_spec: dict) -> dict:
