@@ -157,3 +157,50 @@ def test_a_readme_without_an_interface_section_is_refused():
     spec = settings.component_specs()[0]
     with pytest.raises(ValueError, match="components/ingest/README.md: no <!-- interface"):
         with_interface("# ingest\n\nno table here\n", spec)
+
+
+def _with_optional_baseline():
+    """evaluate's spec with its baseline given as an optional Model artifact (with_fields puts it last, after the
+    defaulted parameters: it counts as defaulted)."""
+    from slipway.core.component_spec import In
+
+    spec = settings.component_specs()[COMPONENTS.index("evaluate")]
+    return with_fields(spec, In("baseline", "Model", "A model to compare against; left out: none.", optional=True))
+
+
+def test_an_optional_input_is_written_with_a_none_default_and_marked_in_the_readme():
+    from slipway.core.component_spec import interface_markdown
+
+    spec = _with_optional_baseline()
+    source = component_source(spec)
+    assert "    baseline: Input[Model] = None,\n" in source
+    assert "    examples: Input[Dataset],\n" in source  # a required input keeps no default
+    assert source.index("lineage_store: str") < source.index("baseline: Input[Model]")  # with the defaulted ones
+    assert "        baseline: A model to compare against; left out: none.\n" in source  # the docstring as ever
+    assert "| `baseline` | input Model (optional) |  |  |" in interface_markdown(spec)
+    assert "| `examples` | input Dataset |  |  |" in interface_markdown(spec)
+    values = {f.name: f"{f.name}-value" for f in spec.fields} | {"baseline": None}  # kfp's absent artifact
+    assert arguments_of(spec, values).baseline is None
+
+
+def test_a_required_field_after_a_defaulted_one_and_an_optional_output_are_refused():
+    from slipway.core.component_spec import Artifact, ComponentSpec, In, Out
+
+    with pytest.raises(ValueError, match="examples \\(no default\\) follows model \\(which has one\\)"):
+        ComponentSpec("scratch", "Scratch.", (In("model", "Model", "m", optional=True), In("examples", "Dataset", "e")))
+    with pytest.raises(ValueError, match="out \\(no default\\) follows limit"):
+        ComponentSpec("scratch", "Scratch.", (Param("limit", int, "l", default=1), Out("out", "Model", "o")))
+    with pytest.raises(ValueError, match="artifact report: an output cannot be optional"):
+        Artifact("report", "HTML", "r", output=True, optional=True)
+
+
+def test_an_optional_input_compiles_as_optional(tmp_path):
+    """kfp itself reads the generated `Input[Model] = None` as an optional artifact input."""
+    from kfp import compiler
+
+    spec = _with_optional_baseline()
+    compiler.Compiler().compile(_scratch_component(tmp_path, spec), str(tmp_path / "component.yaml"))
+    artifacts = yaml.safe_load((tmp_path / "component.yaml").read_text())["root"]["inputDefinitions"]["artifacts"]
+    assert artifacts["baseline"]["isOptional"] is True
+    assert artifacts["baseline"]["artifactType"]["schemaTitle"] == "system.Model"
+    assert "isOptional" not in artifacts["examples"]

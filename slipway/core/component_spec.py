@@ -65,22 +65,28 @@ class Param:
 
 @dataclass(frozen=True)
 class Artifact:
-    """An input (Input[type]) or output (Output[type]) artifact; lineage_type: the type ML Metadata records."""
+    """An input (Input[type]) or output (Output[type]) artifact; lineage_type: the type ML Metadata records.
+    optional: an input a pipeline may leave out (`Input[type] = None`: the step receives None)."""
 
     name: str
     type: str
     description: str
     output: bool = False
     lineage_type: str = ""
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if self.type not in ARTIFACT_TYPES:
             raise ValueError(f"artifact {self.name}: type {self.type!r} is not one of {', '.join(ARTIFACT_TYPES)}")
+        if self.optional and self.output:
+            # kfp always makes an output artifact for a task: there is no output a step may leave out
+            raise ValueError(f"artifact {self.name}: an output cannot be optional (only an input can)")
 
 
-def In(name: str, type: str, description: str, lineage_type: str = "") -> Artifact:  # noqa: N802, A002
-    """An input artifact."""
-    return Artifact(name, type, description, False, lineage_type)
+def In(name: str, type: str, description: str, lineage_type: str = "",  # noqa: N802, A002
+       optional: bool = False) -> Artifact:
+    """An input artifact (optional: a pipeline may leave it out, and the step then receives None)."""
+    return Artifact(name, type, description, False, lineage_type, optional)
 
 
 def Out(name: str, type: str, description: str, lineage_type: str = "") -> Artifact:  # noqa: N802, A002
@@ -118,6 +124,14 @@ class ComponentSpec:
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"component {self.name}: {', '.join(repeated)} declared twice")
+        # the fields are the Python signature's order, where a parameter without a default after one with a
+        # default is a SyntaxError in the generated component.py: refused here, naming both
+        defaulted = next((f for f in self.fields if _has_default(f)), None)
+        later = self.fields[self.fields.index(defaulted) + 1:] if defaulted else ()
+        required = next((f for f in later if not _has_default(f)), None)
+        if required is not None:
+            raise ValueError(f"component {self.name}: {required.name} (no default) follows {defaulted.name} (which "
+                             f"has one); put the fields without a default first")
 
     @property
     def parameters(self) -> tuple[Param, ...]:
@@ -138,7 +152,10 @@ def with_fields(spec: ComponentSpec, *fields: Field) -> ComponentSpec:
 
 
 def _has_default(f: Field) -> bool:
-    return isinstance(f, Param) and f.default is not REQUIRED
+    """Whether the signature gives the field a default: a parameter's own, or an optional input's None."""
+    if isinstance(f, Artifact):
+        return f.optional
+    return f.default is not REQUIRED
 
 
 # The component.py file ---------------------------------------------------------------------------------------------
@@ -175,7 +192,7 @@ def component_source(spec: ComponentSpec) -> str:
 
 def _signature_entry(f: Field) -> str:
     if isinstance(f, Artifact):
-        return f"{f.name}: {'Output' if f.output else 'Input'}[{f.type}],"
+        return f"{f.name}: {'Output' if f.output else 'Input'}[{f.type}]{' = None' if f.optional else ''},"
     entry = f"{f.name}: {SCALAR_TYPES[f.type]}"
     if f.default is REQUIRED:
         return entry + ","
@@ -235,7 +252,8 @@ def _wrapped(text: str, first: str, rest: str) -> list[str]:
 
 def arguments_of(spec: ComponentSpec, values: dict[str, Any]) -> Any:
     """The component's arguments (its KFP body's locals) as the spec's typed dataclass: one attribute per input,
-    output and parameter. A name the spec does not declare, or one it declares that is missing, is a TypeError."""
+    output and parameter (an optional input left out is None, as kfp passes it). A name the spec does not declare,
+    or one it declares that is missing, is a TypeError."""
     return _arguments_class(spec)(**values)
 
 
@@ -317,7 +335,8 @@ def interface_markdown(spec: ComponentSpec) -> str:
              "|---|---|---|---|---|"]
     for f in spec.fields:
         if isinstance(f, Artifact):
-            kind, default, run = f"{'output' if f.output else 'input'} {f.type}", "", ""
+            kind = f"{'output' if f.output else 'input'} {f.type}{' (optional)' if f.optional else ''}"
+            default, run = "", ""
         else:
             kind = SCALAR_TYPES[f.type]
             default = "" if f.default is REQUIRED else f"`{_literal(f.default)}`"
