@@ -21,6 +21,7 @@ from slipway.local import console as console_module
 from slipway.local import warm as warm_module
 from slipway.local.console import Console
 from slipway.local.containers import ContainerSettings, podman_tasks
+from slipway.local.optional_inputs import absent_optional_inputs_allowed
 
 
 def new_run_id(pipeline: str) -> str:
@@ -117,6 +118,7 @@ def _run_steps(pipeline_func, arguments: dict[str, Any], root: Path, logs: Path,
     try:
         with contextlib.ExitStack() as stack, interrupts_as_keyboard_interrupt():
             stack.enter_context(console_module.quiet_kfp(logs / "kfp-local.log", enabled=not verbose))
+            stack.enter_context(absent_optional_inputs_allowed())
             rewrite = None
             if containers is None:
                 warm = warm or stack.enter_context(warm_module.started())
