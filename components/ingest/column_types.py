@@ -1,8 +1,8 @@
 """Column types of CSV and Parquet inputs: int, float or string per column, as reading each file whole gave them.
 
-How a column of an arrow type is written (kind_of); the type pyarrow's CSV inference gives the values a streamed
-block rejected (inferred_type); and the text columns that really hold numbers (TextColumn, numeric_types,
-with_numbers).
+The type pyarrow's CSV inference gives the values a streamed block rejected (inferred_type); and the text columns
+that really hold numbers (TextColumn, numeric_types, with_numbers). How a column of an arrow type is written
+(kind_of) and what is a number (CSV_NUMBER) are slipway.core.tabular.columns.
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slipway.components.ingest.csv_shape import CsvShape
-from slipway.components.ingest.csv_text import data_row_lines
 from slipway.core.errors import SlipwayError
+from slipway.core.tabular.columns import CSV_NUMBER
+from slipway.core.tabular.csv_shape import CsvShape
+from slipway.core.tabular.csv_text import data_row_lines
 
 if TYPE_CHECKING:  # pyarrow is imported where it is used: importing ingest's modules stays cheap
     import pyarrow as pa
 
-# A number as pyarrow's CSV reader infers one: no leading '+', no '1,5' or '1_000' (NaN, NA and '' are missing).
-CSV_NUMBER = r"^\s*-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$|^\s*-?inf(inity)?\s*$"
 # A text column whose values are numbers in at least this share of its rows holds stray values, not text.
 MIN_NUMERIC_SHARE = 0.9
 
@@ -57,20 +56,6 @@ class TextColumn:
                     pc.cast(trimmed, pa.int64())
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # beyond int64: as exact as a float gets
                     self.fits_int64 = False
-
-
-def kind_of(arrow_type) -> str | None:
-    """int, float or string: how a column of this arrow type is written (None: not supported)."""
-    import pyarrow.types as pat
-
-    if pat.is_boolean(arrow_type) or pat.is_integer(arrow_type):
-        return "int"
-    if pat.is_floating(arrow_type) or pat.is_decimal(arrow_type):
-        return "float"
-    if pat.is_string(arrow_type) or pat.is_large_string(arrow_type) or pat.is_null(arrow_type) \
-            or pat.is_timestamp(arrow_type) or pat.is_date(arrow_type):
-        return "string"
-    return None
 
 
 def inferred_type(values: list[str]) -> pa.DataType:

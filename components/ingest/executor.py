@@ -10,9 +10,11 @@ what reading each file whole gave (the same types, hashes, splits and bytes). TF
 way; images and CIFAR-10 batches once, an image or a batch file at a time.
 
 Where each part lives: sources.py (the formats, one source each), tabular.py (CSV and Parquet: the two passes),
-csv_reader.py, parquet_reader.py and file_scan.py (the first pass of one file), csv_text.py (CSV checks with line
-numbers), column_types.py (column types), examples.py (rows as tf.Examples), splits.py (split weights and hashes),
-shards.py (the TFRecord shards written), tfrecords.py and images.py (those formats' readers), task.py (the task).
+csv_reader.py, parquet_reader.py and file_scan.py (the first pass of one file), column_types.py (column types),
+splits.py (split weights and hashes), shards.py (the TFRecord shards written), tfrecords.py and images.py (those
+formats' readers), task.py (the task). What other components read too is in slipway.core.tabular: csv_shape.py and
+csv_text.py (a CSV file's shape, checks with line numbers), csv_stream.py and parquet.py (the streaming readers),
+columns.py, examples.py (rows as tf.Examples), tfrecords.py (TFRecord files), files.py (the input files, the format).
 """
 
 from __future__ import annotations

@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slipway.components.ingest.column_types import TextColumn, kind_of
-from slipway.components.ingest.csv_shape import PLAIN, CsvShape
-from slipway.components.ingest.csv_text import CSV_FIRST_BLOCK_BYTES
-from slipway.components.ingest.examples import python_values
+from slipway.components.ingest.column_types import TextColumn
 from slipway.components.ingest.task import LabelSummary
 from slipway.core.errors import SlipwayError
+from slipway.core.tabular.columns import kind_of
+from slipway.core.tabular.csv_shape import PLAIN, CsvShape
+from slipway.core.tabular.csv_text import CSV_FIRST_BLOCK_BYTES
+from slipway.core.tabular.examples import python_values
 
 if TYPE_CHECKING:  # pyarrow is imported where it is used: importing ingest's modules stays cheap
     import pyarrow as pa

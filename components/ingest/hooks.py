@@ -48,7 +48,7 @@ def _check_images(run: Any) -> None:
 def check_data_name(run: Any, data: Path, data_format: str) -> None:
     """A data file --data-format auto would not read (a workbook, JSON, another extension) is refused before the
     run, with what to do instead; ingest refuses the same files inside a folder."""
-    from slipway.components.ingest import csv_shape
+    from slipway.core.tabular import csv_shape
 
     if data_format == "auto" and data.is_file():
         csv_shape.check_tabular_name(data, run.flag("data_format"), source=f"{run.flag('data')} {data}")
@@ -85,7 +85,7 @@ def check_split_column(run: Any, file: Path | None, header: list[str] | None, la
 
 
 def _first_csv_file(data: Path, data_format: str) -> Path | None:
-    from slipway.components.ingest import csv_shape
+    from slipway.core.tabular import csv_shape
 
     if data_format not in ("auto", "csv"):
         return None
@@ -99,7 +99,7 @@ def _first_csv_file(data: Path, data_format: str) -> Path | None:
 
 def _header(file: Path) -> list[str] | None:
     """The CSV file's column names, read from its first line with the delimiter ingest would sniff."""
-    from slipway.components.ingest import csv_shape
+    from slipway.core.tabular import csv_shape
 
     try:
         compression = csv_shape.compression_of(file)

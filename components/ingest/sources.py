@@ -9,43 +9,34 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from slipway.components.ingest import csv_shape
-from slipway.components.ingest.csv_shape import PARQUET_SUFFIXES
 from slipway.components.ingest.splits import SplitColumn, hashed_chunks
 from slipway.components.ingest.tabular import read_tabular
 from slipway.core.errors import SlipwayError
+from slipway.core.tabular.csv_shape import PARQUET_SUFFIXES
+from slipway.core.tabular.files import detect_format as tabular_format
+from slipway.core.tabular.files import is_input_name
+from slipway.core.tabular.tfrecords import is_tfrecord_name
 from slipway.core.tasks import CLASSIFICATION, REGRESSION
-
-CSV_SUFFIXES = (".csv",)
 
 
 def detect_format(data: str) -> str:
-    """The input format of a file or folder: csv, parquet, images, cifar10 or tfrecord (see README)."""
-    from slipway.components.ingest import images, tfrecords
+    """The input format of a file or folder: csv, parquet, images, cifar10 or tfrecord (see README). Images and
+    CIFAR-10 batches are told here, the rest by slipway.core.tabular.files.detect_format."""
+    from slipway.components.ingest import images
 
     path = Path(data)
-    if not path.exists():
-        raise SlipwayError(f"data {data}: no such file or folder")
-    if not path.is_dir():
-        if tfrecords.is_tfrecord_name(path):
-            return "tfrecord"
+    if path.exists() and not path.is_dir() and not is_tfrecord_name(path):
         if images.CIFAR_BATCH.match(path.name):
             return "cifar10"
         if path.suffix.lower() in images.IMAGE_SUFFIXES:
             raise SlipwayError(f"data {data}: a single image; point data at a folder with one sub-folder per class")
-        return "parquet" if path.suffix.lower() in PARQUET_SUFFIXES else "csv"
-    if images.cifar_batch_files(path):
-        return "cifar10"
-    top = [p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
-    tabular = CSV_SUFFIXES + PARQUET_SUFFIXES
-    if not any(p.suffix.lower() in tabular or csv_shape.is_csv_name(p) or tfrecords.is_tfrecord_name(p) for p in top) \
-            and images.looks_like_image_folder(path):
-        return "images"
-    files = [p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))]
-    if files and all(tfrecords.is_tfrecord_name(p) for p in files):
-        return "tfrecord"
-    suffixes = {p.suffix.lower() for p in files}
-    return "parquet" if suffixes and suffixes <= set(PARQUET_SUFFIXES) else "csv"
+    elif path.is_dir():
+        if images.cifar_batch_files(path):
+            return "cifar10"
+        top = [p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))]
+        if not any(is_input_name(p) for p in top) and images.looks_like_image_folder(path):
+            return "images"
+    return tabular_format(data)
 
 
 def open_source(data: str, label: str, key: str, data_format: str, image_size: str,

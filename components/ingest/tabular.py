@@ -2,7 +2,8 @@
 
 The first pass (read_tabular) scans every file (csv_reader, parquet_reader) and makes the decisions that need all
 of them: the merged column types, the task and the label classes. The second (TabularInput.chunks) converts each
-batch with those decisions into examples and their split hashes.
+batch with those decisions into examples and their split hashes. Finding the files, the streaming readers and the
+tf.Examples are slipway.core.tabular's.
 """
 
 from __future__ import annotations
@@ -11,33 +12,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from slipway.components.ingest import csv_shape
 from slipway.components.ingest.column_types import with_numbers
-from slipway.components.ingest.csv_reader import csv_batches, open_csv, scan_csv
-from slipway.components.ingest.examples import python_values, serialize_columns
+from slipway.components.ingest.csv_reader import scan_csv
 from slipway.components.ingest.file_scan import FileScan
-from slipway.components.ingest.parquet_reader import open_parquet, parquet_batches, scan_parquet
+from slipway.components.ingest.parquet_reader import scan_parquet
 from slipway.components.ingest.splits import SLICE_ROWS, SplitColumn, row_hashes
 from slipway.components.ingest.task import LabelSummary, TaskChoice, as_number, decide_task
-from slipway.core.errors import SlipwayError, option_name
+from slipway.core.errors import SlipwayError
+from slipway.core.tabular import csv_shape
+from slipway.core.tabular.csv_stream import csv_batches, open_csv
+from slipway.core.tabular.examples import python_values, serialize_columns
+from slipway.core.tabular.files import find_input_files
+from slipway.core.tabular.parquet import open_parquet, parquet_batches
 from slipway.core.tasks import CLASSIFICATION, REGRESSION
-
-
-def find_input_files(data: str, data_format: str = "auto") -> list[Path]:
-    path = Path(data)
-    if not path.exists():
-        raise SlipwayError(f"data {data}: no such file or folder")
-    if not path.is_dir():  # a file, or a named pipe another program writes the data into
-        files = [path]
-    else:
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))
-        if not files:
-            raise SlipwayError(f"data {data}: folder holds no data files")
-    if data_format in ("csv", "parquet"):
-        return files  # the format was named: extensions do not matter
-    for file in files:
-        csv_shape.check_tabular_name(file, option_name("data_format"))
-    return files
 
 
 def scan_file(path: Path, key: str = "", data_format: str = "auto", label: str = "",

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from slipway.components.ingest import csv_text, executor
+from slipway.components.ingest import executor
 from slipway.core.artifacts import examples_meta, split_files
 from slipway.core.errors import OPTION_NAMES_ENV, SlipwayError
+from slipway.core.tabular import csv_text
 
 BIG = 10 * 10**6  # the size of the value in the issue: 10 MB in one field
 
@@ -77,7 +78,8 @@ def test_a_row_over_the_limit_fails_naming_its_line_every_time(tmp_path: Path):
     wide.write_text("a,b,c,d\n" + "1,x,y,z\n" * 5 + f'1,"{"p" * 900_000}","{many_lines}",{"r" * 900_000}\n')
     code = f"""
 import json
-from slipway.components.ingest import csv_text, executor
+from slipway.components.ingest import executor
+from slipway.core.tabular import csv_text
 from slipway.core.errors import SlipwayError
 csv_text.CSV_MAX_ROW_BYTES = 2**20
 errors = []

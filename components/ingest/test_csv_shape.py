@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from slipway.components.ingest import executor, step
-from slipway.components.ingest.csv_shape import sniff_delimiter, suggested_names
 from slipway.core import step_facts
 from slipway.core.artifacts import examples_meta, split_files
 from slipway.core.errors import SlipwayError
+from slipway.core.tabular.csv_shape import sniff_delimiter, suggested_names
 
 HEADER = ["id", "age", "income", "city", "label"]
 

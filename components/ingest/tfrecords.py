@@ -4,7 +4,7 @@ For classification the label feature is re-encoded as class ids 0..k-1 of its so
 CSV), so int64 labels that already are 0..k-1 keep their values; for regression it becomes (or stays) one float.
 Records are otherwise kept byte for byte. The task follows the CSV rule (task.py), float labels being numbers.
 Files are read twice, a record at a time: a first pass checks every record and summarises the label, a second
-converts the records as they are written.
+converts the records as they are written. Reading the files and their records is slipway.core.tabular.tfrecords.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from pathlib import Path
 
 from slipway.core.artifacts import sha256_file
 from slipway.core.errors import SlipwayError
+from slipway.core.tabular.tfrecords import TFRECORD_SUFFIXES, is_tfrecord_name, iter_records, parse_example
 from slipway.core.tasks import AUTO, CLASSIFICATION
 
-TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz")
-GZIP_MAGIC = b"\x1f\x8b"
 KINDS = {"int64_list": "int", "float_list": "float", "bytes_list": "string"}
 
 
@@ -46,10 +45,6 @@ class RecordScan:
             self.pending = []
 
 
-def is_tfrecord_name(path: Path) -> bool:
-    return path.name.lower().endswith(TFRECORD_SUFFIXES)
-
-
 def find_tfrecord_files(data: str, strict_names: bool) -> list[Path]:
     path = Path(data)
     if path.is_file():
@@ -65,38 +60,6 @@ def find_tfrecord_files(data: str, strict_names: bool) -> list[Path]:
             if not is_tfrecord_name(file):
                 raise SlipwayError(f"data file {file}: not a TFRecord name (expected {', '.join(TFRECORD_SUFFIXES)})")
     return files
-
-
-def compression_of(path: Path) -> str:
-    if path.name.lower().endswith(".gz"):
-        return "GZIP"
-    with open(path, "rb") as f:
-        return "GZIP" if f.read(2) == GZIP_MAGIC else ""
-
-
-def iter_records(path: Path) -> Iterator[bytes]:
-    """The file's records one at a time; a file that cannot be read fails naming it."""
-    import tensorflow as tf
-
-    try:
-        yield from tf.data.TFRecordDataset(str(path), compression_type=compression_of(path)).as_numpy_iterator()
-    except tf.errors.OpError as exc:
-        reason = " ".join((exc.message or type(exc).__name__).split())[:200]
-        raise SlipwayError(f"tfrecord file {path}: not a readable TFRecord file ({reason})") from None
-
-
-def _parse_example(raw: bytes, path: Path, index: int):
-    import tensorflow as tf
-    from google.protobuf.message import DecodeError
-    from google.protobuf.unknown_fields import UnknownFieldSet
-
-    try:
-        example = tf.train.Example.FromString(raw)
-    except DecodeError:
-        raise SlipwayError(f"tfrecord file {path}: record {index} is not a tf.Example") from None
-    if len(UnknownFieldSet(example)):  # e.g. a SequenceExample: parses, but with fields Example lacks
-        raise SlipwayError(f"tfrecord file {path}: record {index} is not a tf.Example (unknown fields)")
-    return example
 
 
 def _single_value(feature, what: str, path: Path, index: int):
@@ -163,7 +126,7 @@ def _scan_record(out: RecordScan, raw: bytes, path: Path, index: int, task: str)
     from slipway.components.ingest.task import LabelSummary
     from slipway.core.tasks import REGRESSION
 
-    example = _parse_example(raw, path, index)
+    example = parse_example(raw, path, index)
     features = example.features.feature
     for name, feature in features.items():
         kind = KINDS.get(feature.WhichOneof("kind") or "")
@@ -213,7 +176,7 @@ def converted_records(scan: RecordScan) -> Iterator[tuple[bytes, object]]:
     class_id = {value: index for index, value in enumerate(scan.classes or [])}
     for path in scan.files:
         for index, raw in enumerate(iter_records(path)):
-            example = _parse_example(raw, path, index)
+            example = parse_example(raw, path, index)
             features = example.features.feature
             value, _ = _label_value(features, scan.label, path, index)
             if value is None:

@@ -13,14 +13,14 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from slipway.components.ingest import csv_shape
-from slipway.components.ingest.csv_shape import PLAIN, CsvShape
 from slipway.core.artifacts import sha256_file
 from slipway.core.errors import SlipwayError
+from slipway.core.tabular import csv_shape
+from slipway.core.tabular.csv_shape import PLAIN, CsvShape
 
-# The longest CSV row read (one block of pyarrow's reader must hold a whole row); see README.md. csv_reader and
-# parquet_reader read it as csv_text.CSV_MAX_ROW_BYTES when they use it, not as a copy taken at import: one value
-# bounds every reader and check, also where a test lowers it.
+# The longest CSV row read (one block of pyarrow's reader must hold a whole row); see ingest's README.md. csv_stream,
+# parquet and ingest's csv_reader read it as csv_text.CSV_MAX_ROW_BYTES when they use it, not as a copy taken at
+# import: one value bounds every reader and check, also where a test lowers it.
 CSV_MAX_ROW_BYTES = 32 * 2**20
 # The block pyarrow's CSV reader reads first. Its memory is about 20 blocks (it reads ahead and keeps the parsed
 # and converted copies): 1 MiB blocks peak near 60 MiB, 32 MiB blocks near 700 MiB. A file with a row longer than
