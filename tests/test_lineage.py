@@ -32,8 +32,13 @@ def test_trace_walks_from_model_to_raw_file_and_finds_latest_blessed(tmp_path: P
     _record(store, "r1", "train", [_art("transformed_examples", "Examples", "/x/tx")],
             [_art("model", "Model", str(model_dir))])
     _record(store, "r1", "evaluate", [_art("model", "Model", str(model_dir))],
-            [_art("blessing", "ModelBlessing", "/x/blessing", blessed=True)])
+            [_art("evaluation", "ModelEvaluation", "/x/evaluation"),
+             _art("blessing", "ModelBlessing", "/x/blessing", blessed=True)])
 
+    siblings = store.step_outputs("/x/blessing")  # every output of the step that wrote it (statistics beside schema)
+    assert [(a.name, a.type_name, a.uri) for a in siblings] == [
+        ("evaluation", "ModelEvaluation", "/x/evaluation"), ("blessing", "ModelBlessing", "/x/blessing")]
+    assert store.step_outputs("/data/a.csv") == [] and store.step_outputs("/never") == []
     nodes = store.trace(str(model_dir))
     chain = [(n.depth, n.artifact.type_name, n.artifact.uri, n.produced_by) for n in nodes]
     assert chain[0] == (0, "Model", str(model_dir), "train")

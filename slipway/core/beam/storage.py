@@ -16,6 +16,7 @@ then every path a worker opens must be a URI, under `--temp_location` (an s3:// 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import tempfile
@@ -174,3 +175,57 @@ def _reason(exc: BaseException) -> str:
         if line.strip():
             return " ".join(line.split())[:500]
     return type(exc).__name__
+
+
+def open_read(path: str | os.PathLike):
+    """A file a step or a Beam worker reads as bytes, by local path or object-store URI (s3:// and minio:// through
+    tf.io.gfile, as the workers' other reads: tensorflow-io's filesystem, with the object store's settings from
+    the environment). A pyarrow file: pyarrow's readers (CSV, Parquet, decompressing streams) take it as it is."""
+    import pyarrow as pa
+
+    if not storage.is_remote(path):
+        return pa.OSFile(str(path), "rb")
+    from slipway.core.beam import worker as beam_worker
+
+    beam_worker.prepare()
+    uri = storage.s3_uri(str(path))
+    storage.ensure_filesystems(uri)
+    import tensorflow as tf
+
+    return pa.PythonFile(io.BufferedReader(_GFileReader(tf.io.gfile.GFile(uri, "rb")), buffer_size=1 << 20),
+                         mode="r")
+
+
+class _GFileReader(io.RawIOBase):
+    """A tf.io.gfile file as a Python raw binary file (pyarrow wraps Python files, not GFile's own interface)."""
+
+    def __init__(self, gfile):
+        super().__init__()
+        self._gfile = gfile
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._gfile.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_END:
+            offset, whence = self._gfile.size() + offset, io.SEEK_SET
+        elif whence == io.SEEK_CUR:
+            offset, whence = self._gfile.tell() + offset, io.SEEK_SET
+        self._gfile.seek(offset)
+        return self._gfile.tell()
+
+    def tell(self) -> int:
+        return self._gfile.tell()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._gfile.close()
+        super().close()

@@ -135,3 +135,27 @@ def test_a_folder_this_step_wrote_is_copied_even_under_kfp_artifact_paths(tmp_pa
         import tensorflow as tf
 
         assert tf.io.gfile.GFile(f"{copy}/saved_model.pb", "rb").read() == b"graph"
+
+
+def test_open_read_reads_local_paths_and_object_store_uris_alike(tmp_path, loopback_s3_env):
+    import pyarrow as pa
+    import tensorflow as tf
+
+    local = tmp_path / "rows.csv"
+    local.write_bytes(b"a,b\n1,2\n")
+    with environment(loopback_s3_env):
+        from slipway.core import storage
+
+        storage.ensure_filesystems("s3://slipway-test")
+        with tf.io.gfile.GFile("s3://slipway-test/open-read/rows.csv", "wb") as out:
+            out.write(b"a,b\n1,2\n")
+        for path in (str(local), "s3://slipway-test/open-read/rows.csv", "minio://slipway-test/open-read/rows.csv"):
+            with beam_storage.open_read(path) as f, pa.input_stream(f) as stream:  # as batch_predict reads CSV
+                assert stream.read() == b"a,b\n1,2\n", path
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table({"a": list(range(5000))}), tmp_path / "rows.parquet", row_group_size=1000)
+        tf.io.gfile.copy(str(tmp_path / "rows.parquet"), "s3://slipway-test/open-read/rows.parquet", overwrite=True)
+        with beam_storage.open_read("s3://slipway-test/open-read/rows.parquet") as f:  # seeks to the footer first
+            parquet = pq.ParquetFile(f)
+            assert parquet.num_row_groups == 5 and parquet.read_row_group(4).column("a")[-1].as_py() == 4999

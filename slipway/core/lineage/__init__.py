@@ -65,6 +65,8 @@ class LineageStore(Protocol):
 
     def trace(self, uri: str) -> list[LineageNode]: ...
 
+    def step_outputs(self, uri: str) -> list[ArtifactRecord]: ...
+
     def latest_blessed_model(self, pipeline: str) -> str | None: ...
 
 
@@ -78,6 +80,9 @@ class NoLineage:
         return []
 
     def trace(self, uri: str) -> list[LineageNode]:
+        return []
+
+    def step_outputs(self, uri: str) -> list[ArtifactRecord]:
         return []
 
     def latest_blessed_model(self, pipeline: str) -> str | None:

@@ -228,6 +228,12 @@ class MlflowLineage:
             visit(ArtifactRecord("", "", uri), 0)
         return nodes
 
+    def step_outputs(self, uri: str) -> list[ArtifactRecord]:
+        """Every output of the step that produced uri (validate's statistics beside its schema); [] for a raw
+        input or a URI no step recorded."""
+        producer = self._producer(uri)
+        return list(producer[1].outputs) if producer is not None else []
+
     def _producer(self, uri: str) -> tuple[str, StepRecord] | None:
         """(MLflow run id, record) of the newest completed step that output uri."""
         query = f"tags.`{PRODUCED_TAG}.{_uri_key(uri)}` != '' AND tags.`{STATE_TAG}` = 'COMPLETE'"

@@ -280,6 +280,22 @@ class MlmdLineage:
         visit(start[-1], "", 0)
         return nodes
 
+    def step_outputs(self, uri: str) -> list[ArtifactRecord]:
+        """Every output of the step that produced the artifact at uri, by output name (validate's statistics beside
+        the schema a trace reached); [] for a raw input or a URI no step recorded."""
+        from ml_metadata.proto import metadata_store_pb2 as pb
+
+        start = sorted(self._own(self._store.get_artifacts_by_uri(uri)), key=lambda a: a.id)
+        if not start:
+            return []
+        produced = [e for e in self._store.get_events_by_artifact_ids([start[-1].id]) if e.type == pb.Event.OUTPUT]
+        execution = self._producer(produced)
+        if execution is None:
+            return []
+        outputs = [e for e in self._store.get_events_by_execution_ids([execution.id]) if e.type == pb.Event.OUTPUT]
+        found = {a.id: a for a in self._own(self._store.get_artifacts_by_id([e.artifact_id for e in outputs]))}
+        return [self._artifact_record(found[e.artifact_id], _event_key(e)) for e in outputs if e.artifact_id in found]
+
     def _producer(self, output_events: list):
         """The step that produced an artifact, from its OUTPUT events (the newest); None for a raw input."""
         if not output_events:

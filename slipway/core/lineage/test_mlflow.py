@@ -268,6 +268,9 @@ def test_trace_follows_outputs_back_to_raw_files(server, tmp_path):
         (str(paths["model"]), "train", 0), (paths["examples"], "ingest", 1), (paths["csv"], None, 2)]
     assert chain[2].artifact.properties == {"sha256": "d1"} and chain[1].artifact.name == "examples"
     assert store.trace("/never/recorded") == []
+    evaluation = store.step_outputs(str(tmp_path / "t1" / "report"))  # the siblings of an output: its step's
+    assert [(a.name, a.type_name) for a in evaluation] == [("evaluation", "ModelEvaluation"), ("report", "HTML")]
+    assert store.step_outputs(paths["csv"]) == [] and store.step_outputs("/never/recorded") == []
 
 
 def test_a_bad_address_fails_up_front_in_one_line(server):
