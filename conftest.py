@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,41 @@ def loopback_s3_env():
 
     with inputs.loopback_s3() as env:
         yield env
+
+
+def _fixed_len_schema(folder: Path, columns: dict[str, str]) -> Path:
+    """Every diabetes column is always present: a FixedLen feature of the type ingest wrote."""
+    import tensorflow as tf
+    from google.protobuf import text_format
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    from slipway.core.artifacts import SCHEMA_FILE
+
+    dtypes = {"float": tf.float32, "int": tf.int64, "string": tf.string}
+    spec = {name: tf.io.FixedLenFeature([], dtypes[kind]) for name, kind in columns.items()}
+    folder.mkdir(parents=True)
+    (folder / SCHEMA_FILE).write_text(text_format.MessageToString(schema_utils.schema_from_feature_spec(spec)))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def diabetes_model(tmp_path_factory) -> tuple[Path, dict, dict]:
+    """scikit-learn's diabetes data ingested (auto: regression), transformed and trained on (15 epochs) with the
+    worked diabetes module, once per session: (root, ingest's meta, train's result); the model is root/model."""
+    from slipway.components.ingest import executor as ingest
+    from slipway.components.train import executor as train
+    from slipway.components.transform import executor as transform
+    from slipway.data import diabetes
+    from slipway.pipelines.modules import module_path
+
+    module = str(module_path("diabetes.py"))
+    root = tmp_path_factory.mktemp("regression")
+    meta = ingest.run(data=str(diabetes.diabetes_csv()), output_dir=str(root / "examples"), label=diabetes.LABEL)
+    transform.run(examples_dir=str(root / "examples"), schema_dir=str(_fixed_len_schema(root / "schema",
+                                                                                          meta["columns"])),
+                  module_file=module, transform_graph_dir=str(root / "graph"),
+                  transformed_examples_dir=str(root / "transformed"))
+    result = train.run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
+                       module_file=module, model_dir=str(root / "model"), tensorboard_dir=str(root / "tb"),
+                       hyperparameters={"epochs": 15})
+    return root, meta, result

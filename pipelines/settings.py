@@ -46,16 +46,21 @@ RUN_ID_FIELD = "metadata.labels['workflows.argoproj.io/workflow']"
 # (RUN_FLAGS) are made from this table.
 REQUIRED = inspect.Parameter.empty
 TABULAR, TABULAR_TUNED, IMAGES = "tabular_pipeline", "tuned_tabular_pipeline", "image_pipeline"
+SCORING = "scoring_pipeline"
 TABULARS = (TABULAR, TABULAR_TUNED)
+TRAINING_PIPELINES = (TABULAR, TABULAR_TUNED, IMAGES)
 # The components each pipeline composes (pipelines/training.compose: tune only with a search spec).
-COMPOSED = {TABULAR: tuple(c for c in COMPONENTS if c != "tune"), TABULAR_TUNED: COMPONENTS,
-            IMAGES: tuple(c for c in COMPONENTS if c != "tune")}
+TRAINING = tuple(c for c in COMPONENTS if c != "batch_predict")  # batch_predict scores with a model trained before
+COMPOSED = {TABULAR: tuple(c for c in TRAINING if c != "tune"), TABULAR_TUNED: TRAINING,
+            IMAGES: tuple(c for c in TRAINING if c != "tune"), SCORING: ("resolve_baseline", "batch_predict")}
 # Parameters only one kind of data takes: CSV/Parquet columns and distances, or image formats.
-ONLY = {"key": TABULARS, "split_column": TABULARS, "task": TABULARS, "skew_thresholds": TABULARS,
-        "drift_thresholds": TABULARS, "data_format": (IMAGES,), "image_size": (IMAGES,)}
+ONLY = {"key": TABULARS, "split_column": TABULARS, "task": TABULARS, "skew_thresholds": (*TABULARS, SCORING),
+        "drift_thresholds": (*TABULARS, SCORING), "data_format": (IMAGES,), "image_size": (IMAGES,),
+        "baseline_model": TRAINING_PIPELINES, "training_pipeline": (SCORING,)}
 # A pipeline's own defaults where they are not the component's.
 OWN_DEFAULTS = {TABULAR: {"model_name": "tabular-model"}, TABULAR_TUNED: {"model_name": "tabular-model"},
-                IMAGES: {"label": "label", "splits": "train:4,eval:1", "workers": 2, "model_name": "image-model"}}
+                IMAGES: {"label": "label", "splits": "train:4,eval:1", "workers": 2, "model_name": "image-model"},
+                SCORING: {"model_name": ""}}  # the Model Registry's name, only with model_registry
 
 
 @dataclass(frozen=True)

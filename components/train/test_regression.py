@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import slipway  # noqa: F401
-from slipway.components.ingest import executor as ingest
 from slipway.components.train import executor as train
 from slipway.components.train.model_module import accepts_task
-from slipway.components.transform import executor as transform
-from slipway.core.artifacts import SCHEMA_FILE
 from slipway.core.errors import SlipwayError
 from slipway.data import diabetes
 from slipway.pipelines.modules import module_path
@@ -23,36 +19,17 @@ from slipway.pipelines.modules import module_path
 DIABETES_MODULE = module_path("diabetes.py")
 
 
-def _schema(folder: Path, columns: dict[str, str]) -> Path:
-    """Every diabetes column is always present: a FixedLen feature of the type ingest wrote."""
-    import tensorflow as tf
-    from google.protobuf import text_format
-    from tensorflow_transform.tf_metadata import schema_utils
-
-    dtypes = {"float": tf.float32, "int": tf.int64, "string": tf.string}
-    spec = {name: tf.io.FixedLenFeature([], dtypes[kind]) for name, kind in columns.items()}
-    folder.mkdir(parents=True)
-    (folder / SCHEMA_FILE).write_text(text_format.MessageToString(schema_utils.schema_from_feature_spec(spec)))
-    return folder
-
-
 @pytest.fixture(scope="module")
-def regression(tmp_path_factory):
-    """The diabetes CSV ingested (auto: regression) and transformed with the diabetes module."""
-    root = tmp_path_factory.mktemp("regression")
-    meta = ingest.run(data=str(diabetes.diabetes_csv()), output_dir=str(root / "examples"), label=diabetes.LABEL)
-    transform.run(examples_dir=str(root / "examples"), schema_dir=str(_schema(root / "schema", meta["columns"])),
-                  module_file=str(DIABETES_MODULE), transform_graph_dir=str(root / "graph"),
-                  transformed_examples_dir=str(root / "transformed"))
+def regression(diabetes_model):
+    """The diabetes CSV ingested (auto: regression) and transformed with the diabetes module (conftest's session
+    fixture, which batch_predict's parity test shares)."""
+    root, meta, _ = diabetes_model
     return root, meta
 
 
 @pytest.fixture(scope="module")
-def trained(regression):
-    root, _ = regression
-    result = train.run(transformed_examples_dir=str(root / "transformed"), transform_graph_dir=str(root / "graph"),
-                       module_file=str(DIABETES_MODULE), model_dir=str(root / "model"),
-                       tensorboard_dir=str(root / "tb"), hyperparameters={"epochs": 15})
+def trained(diabetes_model):
+    root, _, result = diabetes_model
     return root, result
 
 

@@ -1,0 +1,181 @@
+"""A batch of rows as the serving_raw signature's inputs, typed by its dtypes, with every row that cannot be scored
+set aside with its reason: never a silent drop, never a made-up value.
+
+The rule is the model server's (slipway.serving.client.rows_to_instances) for every value the server accepts, and
+stricter where the server would score something the model never saw in training:
+- an input every training row had (required: a FixedLenFeature) refuses a row without a value (missing_value);
+- an input that may be missing (a VarLenFeature) takes its missing marker: "" for strings, NaN for numbers;
+- a number is what ingest reads as one (CSV_NUMBER: decimal, exponent, inf); anything else is refused_value, as
+  is a fraction where the model takes an integer and a string that is not UTF-8.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slipway.core.tabular.columns import CSV_NUMBER
+
+MISSING_COLUMN = "missing_column"
+MISSING_VALUE = "missing_value"
+REFUSED_VALUE = "refused_value"
+MALFORMED_ROW = "malformed_row"
+MODEL_ERROR = "model_error"
+REASONS = (MISSING_COLUMN, MISSING_VALUE, REFUSED_VALUE, MALFORMED_ROW, MODEL_ERROR)
+FLOATS = ("float32", "float64", "half", "bfloat16")
+INT_LIMIT = 2.0**63
+
+
+@dataclass(frozen=True)
+class RawInput:
+    """One input of the serving_raw signature: its name, numpy dtype name (string, float32, float64, int64) and
+    whether every row must carry a value."""
+
+    name: str
+    dtype: str
+    required: bool
+
+
+@dataclass
+class Typed:
+    """A batch's accepted rows as the signature's inputs, and the refused rows (index in the batch, reason,
+    message)."""
+
+    inputs: dict[str, np.ndarray]
+    accepted: np.ndarray  # bool per row of the batch
+    refused: list[tuple[int, str, str]] = field(default_factory=list)
+
+
+def typed_inputs(batch: pa.RecordBatch | pa.Table, inputs: Sequence[RawInput],
+                 several: dict[str, np.ndarray] | None = None) -> Typed:
+    """The batch's rows typed for serving_raw; a row is refused for the first input (in signature order) it fails.
+    several: per column, the rows that carry more than one value (a tf.Example's list), refused where an input."""
+    rows = batch.num_rows
+    reason = np.full(rows, "", dtype=object)
+    message = np.full(rows, "", dtype=object)
+    values: dict[str, np.ndarray] = {}
+    for spec in inputs:
+        column = batch.column(spec.name) if spec.name in batch.schema.names else None
+        if column is None:
+            column = pa.nulls(rows)
+        typed, bad, why, text = _typed_column(column, spec)
+        if several is not None and spec.name in several:
+            _refuse(why, text, several[spec.name], REFUSED_VALUE, f"{spec.name}: several values, the model takes one")
+            bad = why != ""
+        fresh = bad & (reason == "")
+        reason[fresh], message[fresh] = why[fresh], text[fresh]
+        values[spec.name] = typed
+    accepted = reason == ""
+    refused = [(int(i), str(reason[i]), str(message[i])) for i in np.flatnonzero(~accepted)]
+    return Typed({name: v[accepted] for name, v in values.items()}, accepted, refused)
+
+
+def _typed_column(column, spec: RawInput) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(typed values, bad rows, reason per row, message per row) of one column."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if spec.dtype == "string":
+        return _strings(column, spec)
+    return _numbers(column, spec)
+
+
+def _strings(column: pa.Array, spec: RawInput):
+    rows = len(column)
+    reason, message = np.full(rows, "", dtype=object), np.full(rows, "", dtype=object)
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        column, undecodable = _decoded(column)
+        reason[undecodable] = REFUSED_VALUE
+        message[undecodable] = f"{spec.name}: not UTF-8 text"
+    elif not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        column = pc.cast(column, pa.string())
+    missing = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if spec.required:
+        _refuse(reason, message, missing, MISSING_VALUE, f"{spec.name}: empty, but every row must have one")
+    values = np.asarray(column.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
+    return values, reason != "", reason, message
+
+
+def _decoded(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Binary values as strings; those that are not UTF-8 become null and are marked."""
+    try:
+        return pc.cast(column, pa.string()), np.zeros(len(column), dtype=bool)
+    except pa.ArrowInvalid:
+        texts, bad = [], np.zeros(len(column), dtype=bool)
+        for i, value in enumerate(column.to_pylist()):
+            try:
+                texts.append(None if value is None else value.decode("utf-8"))
+            except UnicodeDecodeError:
+                texts.append(None)
+                bad[i] = True
+        return pa.array(texts, pa.string()), bad
+
+
+def _numbers(column: pa.Array, spec: RawInput):
+    rows = len(column)
+    reason, message = np.full(rows, "", dtype=object), np.full(rows, "", dtype=object)
+    numbers, blank, not_number = _as_float64(column)
+    shown = _shown(column)
+    _refuse(reason, message, not_number, REFUSED_VALUE, None, shown, f"is not a number ({spec.name})")
+    if spec.required:
+        _refuse(reason, message, blank, MISSING_VALUE, f"{spec.name}: empty, but every row must have one")
+    elif spec.dtype not in FLOATS:
+        # an optional integer travels as float64 (NaN marks it missing): only a required one is int64
+        _refuse(reason, message, blank, MISSING_VALUE, f"{spec.name}: empty, but the model needs an integer here")
+    usable = ~(blank | not_number)
+    if spec.dtype not in FLOATS:
+        with np.errstate(invalid="ignore"):
+            fraction = usable & ((numbers != np.floor(numbers)) | (np.abs(numbers) >= INT_LIMIT))
+        _refuse(reason, message, fraction, REFUSED_VALUE, None, shown, f"is not an integer ({spec.name})")
+        return np.where(reason == "", numbers, 0).astype(np.int64), reason != "", reason, message
+    return numbers.astype(spec.dtype), reason != "", reason, message
+
+
+def _as_float64(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(values as float64 with NaN where missing or refused, blank rows, rows that hold no number)."""
+    rows = len(column)
+    if pa.types.is_null(column.type):
+        return np.full(rows, np.nan), np.ones(rows, dtype=bool), np.zeros(rows, dtype=bool)
+    if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
+        values = pc.cast(column, pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+        blank = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        if pa.types.is_floating(column.type):
+            blank |= np.isnan(values)  # a Parquet NaN is a missing number, as a blank CSV cell is
+        return values, blank, np.zeros(rows, dtype=bool)
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        column, _ = _decoded(column)
+    elif not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return np.full(rows, np.nan), np.zeros(rows, dtype=bool), ~np.asarray(column.is_null(), dtype=bool)
+    text = pc.utf8_trim_whitespace(column)
+    blank = np.asarray(pc.fill_null(pc.equal(text, ""), True).to_numpy(zero_copy_only=False), dtype=bool)
+    number = pc.fill_null(pc.match_substring_regex(text, CSV_NUMBER, ignore_case=True), False)
+    number_rows = np.asarray(number.to_numpy(zero_copy_only=False), dtype=bool)
+    values = np.full(rows, np.nan)
+    if number_rows.any():
+        picked = pc.filter(text, number)
+        values[number_rows] = pc.cast(picked, pa.float64()).to_numpy(zero_copy_only=False)
+    return values, blank, ~(blank | number_rows)
+
+
+def _shown(column: pa.Array) -> list:
+    return column.to_pylist() if len(column) else []
+
+
+def _refuse(reason: np.ndarray, message: np.ndarray, rows: np.ndarray, why: str, text: str | None,
+            shown: list | None = None, suffix: str = "") -> None:
+    """Mark rows not yet refused; the message is `text`, or each row's value (shown) followed by `suffix`."""
+    fresh = rows & (reason == "")
+    reason[fresh] = why
+    if text is not None:
+        message[fresh] = text
+        return
+    for i in np.flatnonzero(fresh):
+        message[i] = f"{_short(shown[i])} {suffix}"
+
+
+def _short(value, width: int = 40) -> str:
+    text = repr(value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
+    return text if len(text) <= width else text[: width - 3] + "..."
