@@ -51,7 +51,7 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
         train_arguments["hyperparameters"] = tune_task.outputs["Output"]
     train_task = pod(TrainOp(**trained_on, **train_arguments), trainer=True)
     # The lineage store changes with every run: never answer this from KFP's cache.
-    baseline_task = pod(ResolveBaselineOp(pipeline_name=p.pipeline_name, **p.given("resolve_baseline"))
+    baseline_task = pod(ResolveBaselineOp(**{**p.given("resolve_baseline"), "pipeline_name": p.pipeline_name})
                         .set_caching_options(False))
     baseline_task.after(train_task)  # resolved as late as possible: a run that finished meanwhile counts
     evaluate_task = pod(EvaluateOp(model=train_task.outputs["model"], examples=ingest_task.outputs["examples"],
@@ -74,16 +74,16 @@ DESCRIPTIONS = {
 def build(options: KubernetesOptions | None = None) -> dict:
     """The three pipelines with these Kubernetes options, by their names here (each compiles to pipelines/NAME.yaml)."""
     options = options or KubernetesOptions()
-    return {key: _pipeline(key, options) for key in DESCRIPTIONS}
+    return {key: pipeline_function(key, *DESCRIPTIONS[key], compose, options) for key in DESCRIPTIONS}
 
 
-def _pipeline(key: str, options: KubernetesOptions):
-    """One pipeline function: its signature and `Args:` from settings.PARAMETERS, its body compose()."""
-    name, description = DESCRIPTIONS[key]
+def pipeline_function(key: str, name: str, description: str, composer, options: KubernetesOptions):
+    """One pipeline function: its signature and `Args:` from settings.PARAMETERS, its body composer(inputs,
+    options)."""
     signature = settings.signature(key)
 
     def pipeline(*args, **kwargs):
-        compose(PipelineInputs.of(name, dict(signature.bind(*args, **kwargs).arguments)), options)
+        composer(PipelineInputs.of(name, dict(signature.bind(*args, **kwargs).arguments)), options)
 
     pipeline.__name__ = pipeline.__qualname__ = key
     pipeline.__signature__ = signature

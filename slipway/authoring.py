@@ -44,7 +44,8 @@ TESTED_KFP = (("2.13.0", "1.5.0"), ("2.17.3", "2.17.3"))
 REQUIRES_PYTHON = ">=3.10"
 # Per component folder, besides its modules: what a person or a catalog reads.
 COMPONENT_FILES = ("component.yaml", "README.md", "metadata.yaml", "OWNERS")
-ENTRY_MODULES = ("slipway.pipelines.training",)  # with every component.py and example_pipelines.py
+# With every component.py and example_pipelines.py:
+ENTRY_MODULES = ("slipway.pipelines.training", "slipway.pipelines.scoring")
 DIGESTS_NAME = "slipway/core/image_digests.json"  # where slipway.core.images looks when images/ is not beside it
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: no build time in the wheel
 

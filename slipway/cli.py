@@ -9,7 +9,7 @@ import argparse
 import sys
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
-from slipway.commands import authoring, catalog, data, lineage, run
+from slipway.commands import authoring, catalog, data, lineage, run, score
 from slipway.commands import compile as compile_command
 from slipway.core.errors import SlipwayError
 
@@ -29,6 +29,7 @@ def _subcommands() -> list:
         (data.add_parser, {"data": data.command}),
         (serving.add_serve_parser, {"serve": serving.serve_command}),
         (serving.add_predict_parser, {"predict": serving.predict_command}),
+        (score.add_parser, {"score": score.command}),
         (images.add_images_parser, {"images": images.images_command}),
         (delivery.add_delivery_parsers, delivery.DELIVERY_COMMANDS),  # upload, submit, ..., unschedule
         (tensorboard.add_tensorboard_parser, {"tensorboard": tensorboard.tensorboard_command}),

@@ -17,13 +17,22 @@ from pathlib import Path
 from kfp import compiler, components, dsl, kubernetes
 
 import slipway.components as slipway_components
-from slipway.components import DeployOp, EvaluateOp, IngestOp, ResolveBaselineOp, TrainOp, TransformOp, ValidateOp
-from slipway.pipelines.training import PIPELINES
+from slipway.components import (
+    BatchPredictOp,
+    DeployOp,
+    EvaluateOp,
+    IngestOp,
+    ResolveBaselineOp,
+    TrainOp,
+    TransformOp,
+    ValidateOp,
+)
+from slipway.pipelines import scoring, training
 
 RUNTIME_ONLY = ("tensorflow", "tensorflow_transform", "tensorflow_model_analysis", "apache_beam", "ml_metadata")
 COMPONENT_FUNCTIONS = {"IngestOp": "ingest", "ValidateOp": "validate", "TransformOp": "transform", "TuneOp": "tune",
                        "TrainOp": "train", "ResolveBaselineOp": "resolve_baseline", "EvaluateOp": "evaluate",
-                       "DeployOp": "deploy"}
+                       "DeployOp": "deploy", "BatchPredictOp": "batch_predict"}
 VALIDATE_YAML = Path(slipway_components.__file__).parent / "validate" / "component.yaml"
 validate_from_yaml = components.load_component_from_file(str(VALIDATE_YAML))
 
@@ -57,6 +66,8 @@ def churn_training(data: str = "s3://mlpipeline/churn/raw.csv", module_file: str
                         examples=ingest.outputs["examples"], model_name="churn", model_base="s3://models/churn",
                         backend="kubernetes"))
     ValidateOp(examples=ingest.outputs["examples"], allow_anomalies=True)  # also composable from Python
+    # Optional inputs: the examples given, the blessing left out.
+    BatchPredictOp(model=train.outputs["model"], examples=ingest.outputs["examples"], splits="eval")
 
 
 def main(out: Path) -> None:
@@ -68,7 +79,7 @@ def main(out: Path) -> None:
     compiler.Compiler().compile(churn_training, str(out / "user_pipeline.yaml"))
     for export, name in COMPONENT_FUNCTIONS.items():
         compiler.Compiler().compile(getattr(slipway_components, export), str(out / "components" / f"{name}.yaml"))
-    for name, pipeline in PIPELINES.items():
+    for name, pipeline in {**training.PIPELINES, **scoring.PIPELINES}.items():
         compiler.Compiler().compile(pipeline, str(out / "pipelines" / f"{name}.yaml"))
     versions = {name: importlib.metadata.version(name) for name in ("kfp", "kfp-kubernetes", "protobuf")}
     (out / "versions.json").write_text(json.dumps(versions))

@@ -10,6 +10,8 @@ def preflight(run) -> None:
 
     from slipway.core.errors import SlipwayError
 
+    if not run.takes("baseline_model"):  # the scoring pipeline: its model parameter is batch_predict's to check
+        return
     choice = run.values["baseline_model"]
     if choice in ("auto", "none"):
         return
@@ -32,7 +34,12 @@ SPEC = ComponentSpec(
         "pipeline."
     ),
     fields=(
-        Param("pipeline_name", str, "The pipeline whose runs are searched in the lineage store."),
+        Param("pipeline_name", str, "The pipeline whose runs are searched in the lineage store.",
+              run=Run("--training-pipeline", "scoring: the training pipeline whose latest blessed model scores the "
+                                             "data (its name in the lineage store; default slipway-tabular)",
+                      name="training_pipeline", default="slipway-tabular",
+                      description="The training pipeline whose latest blessed model scores the data when model is\n"
+                                  "auto (its name in the lineage store).")),
         Param("baseline_model", str, (
             '"auto" (the latest blessed model of the pipeline; none on its first run, when the change\n'
             'thresholds are skipped), "none", or the path/URI of a SavedModel to use as it is.'), default="auto",

@@ -29,6 +29,8 @@ def command(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare_runs(workdir, summary, store_uri, args.compare)
     uri = args.uri or summary.get("model")
+    if uri and "://" not in uri and Path(uri).exists():  # a file or folder named as the shell sees it
+        uri = str(Path(uri).resolve())
     if not store_uri or not uri:
         raise SlipwayError(f"lineage: no summary.json in {workdir}; pass an artifact URI and --store")
     nodes = lineage.open_store(store_uri).trace(uri)

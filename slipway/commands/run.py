@@ -53,9 +53,11 @@ def add_parameter_flags(run: argparse.ArgumentParser, rows: tuple | None = None)
 
 def add_parser(commands) -> None:
     run = commands.add_parser("run", help="run a pipeline locally (default: the tabular taxi demo)")
-    run.add_argument("--pipeline", choices=["tabular", "images"], default="tabular",
-                     help="tabular (CSV/Parquet; sample: Chicago taxi) or images (class folders, CIFAR-10 "
-                          "batches; sample: scikit-learn digits as PNG), default tabular")
+    run.add_argument("--pipeline", choices=["tabular", "images", "scoring"], default="tabular",
+                     help="tabular (CSV/Parquet; sample: Chicago taxi), images (class folders, CIFAR-10 "
+                          "batches; sample: scikit-learn digits as PNG), or scoring (--data scored by the latest "
+                          "blessed model the workdir's runs trained, or --model; its run goes to WORKDIR/scoring), "
+                          "default tabular")
     run.add_argument("--runner", choices=["subprocess", "podman"], default="subprocess",
                      help="subprocess: every step in this environment (default); podman: every step inside its "
                           "component's image, as on a cluster (images pinned in images/digests.json)")

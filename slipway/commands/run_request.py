@@ -27,7 +27,7 @@ class RunRequest:
     arguments: dict[str, Any]
     workdir: Path
     lineage_uri: str
-    module: Path
+    module: Path | None  # the module file the steps import (the scoring pipeline has none)
     containers: Any = None  # slipway.local.containers.ContainerSettings with --runner podman
     pipeline: Any = None  # the kfp pipeline function, imported last (kfp takes seconds to import)
     claim: Any = None  # the open claim file: the workdir is this run's until it is closed (local.workdir_claim)
@@ -64,6 +64,8 @@ def plan(args: Any) -> RunRequest:
     from slipway.core import lineage
     from slipway.core.component_spec import RunArguments
 
+    if args.pipeline == "scoring":
+        return _scoring_plan(args)
     images = args.pipeline == "images"
     data, label, module = _inputs(args, images)
     if args.search_spec and images:
@@ -85,6 +87,33 @@ def plan(args: Any) -> RunRequest:
             spec.preflight(run)
     _check_lineage(values["lineage_store"])
     return RunRequest(pipeline_key, values, workdir, values["lineage_store"], module)
+
+
+def _scoring_plan(args: Any) -> RunRequest:
+    """The scoring pipeline's request: --data scored with --model (auto: the latest blessed model of
+    --training-pipeline in the workdir's lineage store, where the training runs recorded it). Its own run folder is
+    WORKDIR/scoring, so the training run's summary.json (what `slipway serve --workdir` reads) stays as it is."""
+    from slipway.core import lineage
+    from slipway.core.component_spec import RunArguments
+    from slipway.core.storage import is_remote, local_path
+
+    if args.data is None:
+        raise SlipwayError(f"run --pipeline scoring: {RUN_FLAGS['data']} names the rows to score")
+    if not is_remote(args.data):
+        args.data = str(local_path(args.data, RUN_FLAGS["data"]))
+    key, trained = settings.SCORING, Path(args.workdir).resolve()
+    given = {row.name: getattr(args, row.name) for row in settings.PARAMETERS if row.flag}
+    values = {row.name: row.defaults[key] if given[row.name] is None else given[row.name]
+              for row in settings.PARAMETERS if row.flag and key in row.defaults}
+    values.update(lineage_store=args.lineage_store or lineage.sqlite_uri(trained / "metadata.sqlite"),
+                  model_name=args.model_name or "")
+    values["beam_pipeline_args"] = _beam_pipeline_args(values["beam_pipeline_args"])
+    run = RunArguments(values, given, RUN_FLAGS, args.runner, trained / "scoring")
+    for spec in settings.component_specs():
+        if spec.preflight is not None and spec.name in settings.COMPOSED[key]:
+            spec.preflight(run)
+    _check_lineage(values["lineage_store"])
+    return RunRequest(key, values, trained / "scoring", values["lineage_store"], None)
 
 
 def _beam_pipeline_args(given: Any) -> list[str]:
@@ -144,8 +173,11 @@ def _import_pipeline(request: RunRequest, args: Any, warm: Any = None) -> None:
     from slipway.core.kfp_import import import_kfp
 
     import_kfp()
-    from slipway.pipelines import training
+    from slipway.pipelines import scoring, training
 
+    if request.module is None:
+        request.pipeline = scoring.PIPELINES[request.pipeline_key]
+        return
     request.pipeline = training.PIPELINES[request.pipeline_key]
     # Per-epoch checkpoints outlive a failed run, so running the same command again resumes training.
     request.arguments["checkpoint_dir"] = str(request.workdir / "checkpoints" / request.pipeline.name)

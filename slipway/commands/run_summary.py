@@ -23,7 +23,9 @@ def print_summary(summary: dict, workdir: Path) -> None:
         print(f"  metrics: {shown}")
     for name, why in (summary.get("metrics_left_out") or {}).items():
         print(f"  {name}: {why}")
-    print(f"  blessed: {summary['blessed']} ({summary.get('blessing_message') or 'no evaluation'})")
+    if "evaluate" in summary["steps"]:
+        print(f"  blessed: {summary['blessed']} ({summary.get('blessing_message') or 'no evaluation'})")
+    _print_predictions(summary.get("predictions"))
     _print_baseline(summary)
     if summary.get("model"):
         print(f"  model:   {summary['model']}")
@@ -39,6 +41,17 @@ def print_summary(summary: dict, workdir: Path) -> None:
         failed = next((s for s in summary["steps"].values() if s["status"] == "failed" and s.get("log")), None)
         where = f" (log: {failed['log']})" if failed else ""
         print(f"error: {summary['error']}{where}", file=sys.stderr)
+
+
+def _print_predictions(predictions: dict | None) -> None:
+    """The scoring pipeline's batch_predict: rows scored and refused, with which model, where."""
+    if not predictions:
+        return
+    refused = predictions.get("refused") or {}
+    why = f" ({', '.join(f'{n:,} {r}' for r, n in sorted(refused.items()))})" if refused else ""
+    print(f"  scored:  {predictions.get('rows_scored') or 0:,} rows, refused {predictions.get('rows_refused') or 0:,}"
+          f"{why} with {predictions.get('model')} (blessing: {predictions.get('blessing')})")
+    print(f"  predictions: {predictions.get('uri')}")
 
 
 def _print_baseline(summary: dict) -> None:
