@@ -199,8 +199,9 @@ def test_transform_on_remote_workers_gives_the_in_process_examples(world, transf
     assert _bucket_keys(world["env"], "beam-tmp/") == []
 
 
-def test_evaluate_on_remote_workers_gives_the_in_process_metrics(world, transformed):
-    from slipway.components.evaluate import executor as evaluate
+@pytest.fixture(scope="module")
+def trained_model(world, transformed) -> Path:
+    """The taxi model trained on the in-process transform (evaluate's and batch_predict's model)."""
     from slipway.components.train import executor as train
     from slipway.data.taxi import taxi_module
 
@@ -208,9 +209,16 @@ def test_evaluate_on_remote_workers_gives_the_in_process_metrics(world, transfor
     train.run(transformed_examples_dir=str(root / "transformed-in-process"),
               transform_graph_dir=str(root / "graph-in-process"), module_file=str(taxi_module()),
               model_dir=str(root / "model"), tensorboard_dir=str(root / "tensorboard"))
+    return root / "model"
+
+
+def test_evaluate_on_remote_workers_gives_the_in_process_metrics(world, trained_model):
+    from slipway.components.evaluate import executor as evaluate
+
+    root = world["root"]
     outputs = {}
     for name, args in (("in-process", []), ("remote", world["args"])):
-        outputs[name] = evaluate.run(model_dir=str(root / "model"), examples_dir=str(root / "examples"),
+        outputs[name] = evaluate.run(model_dir=str(trained_model), examples_dir=str(root / "examples"),
                                      evaluation_dir=str(root / f"evaluation-{name}"),
                                      blessing_dir=str(root / f"blessing-{name}"), settings=THRESHOLDS,
                                      beam_pipeline_args=args)
@@ -219,6 +227,50 @@ def test_evaluate_on_remote_workers_gives_the_in_process_metrics(world, transfor
     for metric, value in outputs["in-process"]["metrics"].items():
         assert outputs["remote"]["metrics"][metric] == pytest.approx(value, rel=1e-6), metric
     assert (root / "evaluation-remote" / "report.html").is_file()
+    assert _bucket_keys(world["env"], "beam-tmp/") == []
+
+
+def test_batch_predict_on_remote_workers_reads_and_writes_the_object_store(world, trained_model):
+    """batch_predict on the remote workers: the model base and a gzip CSV in s3://, the predictions written to the
+    scratch URI and collected; the same predictions as the DirectRunner's, row by row."""
+    import csv
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import tensorflow as tf
+
+    from slipway.components.batch_predict import executor as batch_predict
+    from slipway.core import storage
+    from slipway.data.taxi import taxi_csv
+    from tests.support.inputs import environment
+
+    root = world["root"]
+    with open(taxi_csv(), newline="") as f:
+        rows = list(csv.DictReader(f))
+    data = root / "new_trips.csv.gz"
+    with gzip.open(data, "wt", newline="") as out:
+        writer = csv.DictWriter(out, ["row_id", *[c for c in rows[0] if c != LABEL]], extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows({"row_id": i, **row} for i, row in enumerate(rows))
+    with environment(world["env"]):
+        storage.ensure_filesystems(f"s3://{BUCKET}")
+        tf.io.gfile.copy(str(data), f"s3://{BUCKET}/scoring/new/trips.csv.gz", overwrite=True)
+        storage.copy_tree(str(trained_model), f"s3://{BUCKET}/models/taxi/1")
+        results = {}
+        for name, args in (("in-process", []), ("remote", world["args"])):
+            results[name] = batch_predict.run(
+                model_uri=f"s3://{BUCKET}/models/taxi", data=f"s3://{BUCKET}/scoring/new/",
+                predictions_dir=str(root / f"predictions-{name}"), rejects_dir=str(root / f"rejects-{name}"),
+                key_columns="row_id", data_check="off", beam_pipeline_args=args)
+    assert results["remote"]["rows_scored"] == results["in-process"]["rows_scored"] == len(rows)
+    assert results["remote"]["model"]["version"] == 1 and "PortableRunner" in results["remote"]["beam"]
+    tables = {name: pa.concat_tables([pq.read_table(f) for f in (root / f"predictions-{name}").glob("*.parquet")])
+              .sort_by("row_id") for name in results}
+    assert tables["remote"].column("row_id").to_pylist() == tables["in-process"].column("row_id").to_pylist()
+    positive = [c for c in tables["remote"].column_names if c.startswith("probability_")][-1]
+    assert tables["remote"].column(positive).to_numpy() == pytest.approx(
+        tables["in-process"].column(positive).to_numpy(), abs=1e-6)
     assert _bucket_keys(world["env"], "beam-tmp/") == []
 
 

@@ -12,8 +12,10 @@ outputs.py (prediction columns, PredictionLogs), report.py (the summary).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -95,8 +97,7 @@ def _reference(job: Job, mode: str, lineage) -> dict:
     fail mode refuses in one line and warn mode says why the check is skipped."""
     if mode == checking.OFF:
         return {"mode": mode, "status": "off"}
-    model_uri = job.model.trained_from or storage.shown_uri(job.model.path)
-    found = checking.training_data_of(lineage, model_uri, [i.name for i in job.model.inputs])
+    found = checking.training_data_of(lineage, job.model.uri, [i.name for i in job.model.inputs])
     if isinstance(found, str):
         if mode == checking.FAIL:
             raise SlipwayError(f"data_check fail: cannot check the rows: {found}")
@@ -126,7 +127,7 @@ def _score(job: Job, predicted, refused) -> tuple[dict, object]:
 
     choice, model = job.choice, job.model
     progress.say(f"batch_predict scoring {len(job.sources)} file(s) with {model.describe()} on {choice.describe()}")
-    with beam_storage.WorkerPaths(choice, "batch_predict") as paths:
+    with beam_storage.WorkerPaths(choice, "batch_predict") as paths, _model_for_workers(model, paths) as model_path:
         local = [s.path for s in job.sources if not storage.is_remote(s.path) and not s.split]
         if paths.shared and local:
             raise SlipwayError(f"data {local[0]}: a local file, but --runner={choice.runner}'s workers run where "
@@ -135,7 +136,7 @@ def _score(job: Job, predicted, refused) -> tuple[dict, object]:
                    "counts": paths.scratch("counts.json"), "statistics": paths.scratch("statistics.pb")}
         roots: dict = {}
         with beam_storage.runner_failures(choice, f"data ({len(job.sources)} files)"):
-            pipeline.run(_plan(job, paths), [_for_workers(s, paths, roots) for s in job.sources], written,
+            pipeline.run(_plan(job, model_path), [_for_workers(s, paths, roots) for s in job.sources], written,
                          choice.args)
         counts = json.loads(storage.read_text(written["counts"]))
         statistics = _read_statistics(written["statistics"]) if job.training is not None else None
@@ -145,10 +146,22 @@ def _score(job: Job, predicted, refused) -> tuple[dict, object]:
     return counts, statistics
 
 
-def _plan(job: Job, paths: beam_storage.WorkerPaths) -> dict:
+@contextlib.contextmanager
+def _model_for_workers(model: scoring_model.ScoringModel, paths: beam_storage.WorkerPaths) -> Iterator[str]:
+    """Where the workers load the model: its URI for workers elsewhere; a local copy for workers here, made once
+    (TensorFlow reading a SavedModel's variables through tensorflow-io's s3:// filesystem in the step's own process
+    hung on the loopback S3 server, and a copy is read once per worker process anyway)."""
+    if paths.shared or not storage.is_remote(model.path):
+        yield paths.folder(model.path)
+        return
+    with storage.local_copy(model.path, "model") as copy:
+        yield str(copy)
+
+
+def _plan(job: Job, model_path: str) -> dict:
     """What the workers are given (pickled with the pipeline)."""
     model = job.model
-    return {"model_path": paths.folder(model.path), "model_name": model.name, "model_version": model.version,
+    return {"model_path": model_path, "model_name": model.name, "model_version": model.version,
             "task": model.task, "classes": model.classes, "inputs": [vars(i) for i in model.inputs],
             "key_schema": job.key_schema, "output_format": job.output_format, "batch_size": job.batch_size,
             "statistics_schema": job.training.schema if job.training is not None else None,
@@ -211,7 +224,8 @@ def _result(job: Job, blessing: str, blessing_why: str, counts: dict, check: dic
         "rows_read": counts["read"], "rows_scored": counts["scored"],
         "rows_refused": sum(counts["refused"].values()), "refused": counts["refused"],
         "refused_examples": counts["examples"],
-        "model": {"path": storage.shown_uri(model.path), "name": model.name, "version": model.version,
+        "model": {"path": storage.shown_uri(model.path), "uri": model.uri, "name": model.name,
+                  "version": model.version,
                   "task": model.task, "classes": model.classes, "label": model.label,
                   "trained_from": model.trained_from, "blessing": blessing, "blessing_reason": blessing_why},
         "sources": [{"path": storage.shown_uri(s.path), "format": s.format, "split": s.split} for s in job.sources],

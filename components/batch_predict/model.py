@@ -21,7 +21,8 @@ BLESSED, NOT_BLESSED, PUSHED, NOT_GIVEN = "blessed", "not blessed", "pushed", "n
 class ScoringModel:
     """A SavedModel batch_predict can score with, and what it needs to know about it."""
 
-    path: str  # the SavedModel folder (local path or URI)
+    path: str  # the SavedModel folder (a local path or an s3:// URI: KFP's minio:// read as the S3 object it names)
+    uri: str  # the model as lineage knows it: train's output (a pushed version's source), else the folder given
     name: str  # the model's name in PredictionLogs: the pushed name, else the folder's
     version: int | None  # the version folder's number, when it is one
     task: str
@@ -44,11 +45,13 @@ def resolve(model_dir: str | None, model_uri: str) -> ScoringModel:
                            f"got {'both' if model_dir else 'neither'})")
     given = str(model_dir or model_uri).rstrip("/")
     what = "model" if model_dir else "model_uri"
-    path, version, base = _saved_model_folder(given, what)
+    path, version, base = _saved_model_folder(storage.s3_uri(given), what)
     meta = _meta(path, what, given)
     record = layout.push_record(base, version) if version is not None else {}
     name = record.get("model_name") or (base or path).rstrip("/").rsplit("/", 1)[-1]
-    return ScoringModel(path=path, name=str(name), version=version, task=str(meta.get("task") or ""),
+    lineage_uri = record.get("source") or (storage.shown_uri(given) if not base else path)
+    return ScoringModel(path=path, uri=str(lineage_uri), name=str(name), version=version,
+                        task=str(meta.get("task") or ""),
                         classes=[str(c) for c in meta.get("label_classes") or []], label=str(meta.get("label") or ""),
                         inputs=raw_inputs(meta, what, path), meta=meta, trained_from=str(record.get("source") or ""))
 

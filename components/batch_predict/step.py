@@ -39,7 +39,7 @@ def record_inputs(step: Step, a, result: dict) -> None:
     if a.model is not None and not model["trained_from"]:
         step.input("model", "Model", a.model)
     else:
-        step.input("model", "Model", model["trained_from"] or model["path"])
+        step.input("model", "Model", model["uri"])
     if a.blessing is not None:
         step.input("blessing", "ModelBlessing", a.blessing)
     if a.examples is not None:
