@@ -110,25 +110,32 @@ def run_state(run: dict) -> str:
     return run.get("state", "RUNTIME_STATE_UNSPECIFIED")
 
 
+SCORING_PARAMS = {"data": TAXI_PARAMS["data"], "lineage_store": TAXI_PARAMS["lineage_store"]}
+
+
 class ScheduleStory(threading.Thread):
-    """A one-minute schedule of the taxi pipeline until two of its runs succeeded, unscheduled, then more than a
-    minute with no run: mostly waiting for the clock, so it runs beside this module's other tests (its runs find
-    every step but resolve_baseline, evaluate and deploy in KFP's cache) and SCHEDULE_TEST, the module's last, reads
-    what it saw. Every KFP answer it got is kept, so the assertions are the test's, not the thread's."""
+    """A one-minute schedule of the scoring pipeline (the taxi CSV scored with the latest blessed model the first
+    run left) until two of its runs succeeded, unscheduled, then more than a minute with no run: mostly waiting for
+    the clock, so it runs beside this module's other tests and SCHEDULE_TEST, the module's last, reads what it saw.
+    Every KFP answer it got is kept, so the assertions are the test's, not the thread's."""
 
     def __init__(self, kfp: Kfp):
         super().__init__(daemon=True)
         self.kfp = kfp
-        self.scheduled = self.stopped = None  # the `slipway schedule` / `slipway unschedule` results
+        self.uploaded = self.scheduled = self.stopped = None  # the `slipway upload / schedule / unschedule` results
         self.runs_while_scheduled: list[dict] = []
         self.runs_when_stopped = self.runs_a_minute_later = -1
         self.failure = ""  # what ended the story early
 
     def run(self) -> None:
         try:
-            args = [arg for key, value in TAXI_PARAMS.items() for arg in ("--param", f"{key}={value}")]
-            self.scheduled = self.kfp.slipway("schedule", "--experiment", "every-minute", "--cron", "0 * * * * *",
-                                              "--name", "taxi-every-minute", *args)
+            self.uploaded = self.kfp.slipway("upload", str(self.kfp.pipelines / "scoring_pipeline.yaml"))
+            if self.uploaded.returncode != 0:
+                return
+            args = [arg for key, value in SCORING_PARAMS.items() for arg in ("--param", f"{key}={value}")]
+            self.scheduled = self.kfp.slipway("schedule", "--pipeline", "slipway-scoring", "--experiment",
+                                              "every-minute", "--cron", "0 * * * * *", "--name", "scoring-every-minute",
+                                              *args)
             if self.scheduled.returncode != 0:
                 return
             deadline = time.monotonic() + 720
@@ -138,7 +145,7 @@ class ScheduleStory(threading.Thread):
                 if "FAILED" in states or states.count("SUCCEEDED") >= 2:
                     break
                 time.sleep(5)
-            self.stopped = self.kfp.slipway("unschedule", "taxi-every-minute")
+            self.stopped = self.kfp.slipway("unschedule", "scoring-every-minute")
             self.runs_when_stopped = len(experiment_runs(self.kfp, "every-minute"))
             time.sleep(75)  # more than a minute: no trigger fires once unscheduled
             self.runs_a_minute_later = len(experiment_runs(self.kfp, "every-minute"))
@@ -424,9 +431,35 @@ def test_a_one_minute_schedule_fires_runs_that_succeed_until_unscheduled(schedul
     schedule_story.join(timeout=900)
     assert not schedule_story.is_alive(), "the schedule story did not end within 15 minutes"
     assert not schedule_story.failure, schedule_story.failure
+    assert schedule_story.uploaded.returncode == 0, schedule_story.uploaded.stderr
     assert schedule_story.scheduled.returncode == 0, schedule_story.scheduled.stderr
     runs = schedule_story.runs_while_scheduled
     assert not [r for r in runs if run_state(r) == "FAILED"], runs
     assert len([r for r in runs if run_state(r) == "SUCCEEDED"]) >= 2, runs
     assert schedule_story.stopped.returncode == 0, schedule_story.stopped.stderr
     assert schedule_story.runs_a_minute_later == schedule_story.runs_when_stopped > 0
+
+
+def test_a_scheduled_scoring_run_scored_with_the_training_runs_model_into_the_object_store(kfp, schedule_story):
+    """One of the scoring runs above (after SCHEDULE_TEST): batch_predict scored the taxi CSV in s3:// with the model
+    the first run trained and deployed, found through ML Metadata; its data check found that model's training
+    statistics there; the predictions are in the pipeline root; our lineage walks from them to the training CSV."""
+    succeeded = [r for r in schedule_story.runs_while_scheduled if run_state(r) == "SUCCEEDED"]
+    assert succeeded, schedule_story.runs_while_scheduled
+    run_id = succeeded[0]["run_id"]
+    root = f"v2/artifacts/slipway-scoring/{run_id}/batch-predict/"
+    keys = kfp.keys(root)
+    assert any(k.startswith(f"{root}predictions/predictions-") and k.endswith(".parquet") for k in keys), keys
+    result = json.loads(kfp.s3().get_object(Bucket="mlpipeline", Key=f"{root}predictions/_batch_predict.json")
+                        ["Body"].read())
+    assert result["rows_read"] == result["rows_scored"] > 10000, result["refused"]
+    assert result["model"]["uri"].startswith("minio://mlpipeline/v2/artifacts/slipway-tabular/")
+    assert result["data_check"]["status"] != "skipped", result["data_check"]  # the training statistics were found
+    _, artifacts = kfp_records(kfp, run_id)
+    (predictions,) = [a for a in artifacts["system.Dataset"] if a.uri.endswith("/predictions")]
+    traced = subprocess.run([sys.executable, "-m", "slipway.cli", "lineage", "--store", kfp.mlmd, predictions.uri],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert traced.returncode == 0, traced.stderr
+    assert f"InferenceResult {predictions.uri} <- batch_predict" in traced.stdout
+    assert f"Model {result['model']['uri']} <- train" in traced.stdout
+    assert "<- ingest" in traced.stdout and "RawData s3://mlpipeline/data/taxi.csv (raw input)" in traced.stdout
