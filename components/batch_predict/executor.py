@@ -61,7 +61,7 @@ def run(*, model_dir: str | None = None, model_uri: str = "", examples_dir: str 
     drift = thresholds.parse_thresholds("drift_thresholds", drift_thresholds)
     default_drift = thresholds.default_drift(default_drift_threshold)
     model = scoring_model.resolve(model_dir, model_uri)
-    blessing, blessing_why = scoring_model.blessing_state(model, blessing_dir, allow_unblessed)
+    blessing = scoring_model.blessing_state(model, blessing_dir, allow_unblessed)
     found = sources.find_sources(data, data_format, examples_dir, splits)
     keys = [k.strip() for k in key_columns.split(",") if k.strip()]
     sources.check_columns(found, model.inputs, keys)
@@ -76,7 +76,7 @@ def run(*, model_dir: str | None = None, model_uri: str = "", examples_dir: str 
         counts, statistics = _score(job, predicted, refused)
         if job.training is not None:
             check.update(_checked(job, statistics, skew, drift, default_drift, data_check))
-        result = _result(job, blessing, blessing_why, counts, check, time.monotonic() - started)
+        result = _result(job, blessing, counts, check, time.monotonic() - started)
         write_json(predicted / RESULT_FILE, result)
         if summary_path:
             atomic_write_text(summary_path, report.markdown(result, model.meta))
@@ -218,8 +218,9 @@ def _key_schema(found: list[sources.Source], keys: list[str], inputs: list) -> p
     return pa.schema([pa.field(k, KIND_TYPES[kinds.get(k, "string")]) for k in keys])
 
 
-def _result(job: Job, blessing: str, blessing_why: str, counts: dict, check: dict, seconds: float) -> dict:
+def _result(job: Job, blessing: tuple[str, str, dict], counts: dict, check: dict, seconds: float) -> dict:
     model = job.model
+    state, why, evaluated = blessing
     return {
         "rows_read": counts["read"], "rows_scored": counts["scored"],
         "rows_refused": sum(counts["refused"].values()), "refused": counts["refused"],
@@ -227,7 +228,8 @@ def _result(job: Job, blessing: str, blessing_why: str, counts: dict, check: dic
         "model": {"path": storage.shown_uri(model.path), "uri": model.uri, "name": model.name,
                   "version": model.version,
                   "task": model.task, "classes": model.classes, "label": model.label,
-                  "trained_from": model.trained_from, "blessing": blessing, "blessing_reason": blessing_why},
+                  "trained_from": model.trained_from, "blessing": state, "blessing_reason": why,
+                  "evaluation_metrics": evaluated},
         "sources": [{"path": storage.shown_uri(s.path), "format": s.format, "split": s.split} for s in job.sources],
         "output_format": job.output_format,
         "columns": job.key_schema.names + [f.name for f in outputs.prediction_fields(model.task, model.classes)],

@@ -115,23 +115,25 @@ def _read_bytes(path: str) -> bytes:
         return f.read()
 
 
-def blessing_state(model: ScoringModel, blessing_dir: str | None, allow_unblessed: bool) -> tuple[str, str]:
-    """(state, why) of the model: the blessing folder decides when given; a version deploy pushed is blessed
-    (deploy pushes only blessed models); else not given. NOT_BLESSED is refused in one line unless allowed."""
+def blessing_state(model: ScoringModel, blessing_dir: str | None, allow_unblessed: bool) -> tuple[str, str, dict]:
+    """(state, why, evaluate's metrics) of the model: the blessing folder decides when given; a version deploy
+    pushed is blessed (deploy pushes only blessed models); else not given. NOT_BLESSED is refused in one line unless
+    allowed."""
     if blessing_dir:
-        state, message = read_blessing(blessing_dir)
+        state, message, metrics = read_blessing(blessing_dir)
     elif model.version is not None and model.trained_from:
-        return PUSHED, "pushed by deploy, which pushes only blessed models"
+        return PUSHED, "pushed by deploy, which pushes only blessed models", {}
     else:
-        return NOT_GIVEN, "no blessing given"
+        return NOT_GIVEN, "no blessing given", {}
     if state == NOT_BLESSED and not allow_unblessed:
         raise SlipwayError(f"model {model.path}: not blessed by evaluate ({message or 'NOT_BLESSED'}); set "
                            "allow_unblessed to score with it anyway")
-    return state, message
+    return state, message, metrics
 
 
-def read_blessing(blessing_dir: str) -> tuple[str, str]:
-    """(BLESSED or NOT_BLESSED, evaluate's message) from evaluate's blessing folder."""
+def read_blessing(blessing_dir: str) -> tuple[str, str, dict]:
+    """(BLESSED or NOT_BLESSED, evaluate's message, the overall metrics it judged) from evaluate's blessing
+    folder."""
     blessed = storage.exists(storage.join(blessing_dir, "BLESSED"))
     not_blessed = storage.exists(storage.join(blessing_dir, "NOT_BLESSED"))
     if blessed == not_blessed:
@@ -140,4 +142,5 @@ def read_blessing(blessing_dir: str) -> tuple[str, str]:
     decision = {}
     if storage.exists(storage.join(blessing_dir, "blessing.json")):
         decision = json.loads(storage.read_text(storage.join(blessing_dir, "blessing.json")))
-    return (BLESSED if blessed else NOT_BLESSED), str(decision.get("message") or "")
+    metrics = decision.get("metrics") if isinstance(decision.get("metrics"), dict) else {}
+    return (BLESSED if blessed else NOT_BLESSED), str(decision.get("message") or ""), metrics

@@ -77,11 +77,11 @@ def _model_lines(model: dict, meta: dict) -> list[str]:
              f"- blessing: {model['blessing']} ({model['blessing_reason']})"]
     if model["trained_from"]:
         lines.append(f"- trained as: `{model['trained_from']}`")
-    metrics = meta.get("final_metrics") or {}
-    if metrics:
-        lines += ["", "| training metric | value |", "|---|---:|"]
-        lines += [f"| {name} | {value:.4g} |" for name, value in sorted(metrics.items())
-                  if isinstance(value, int | float)]
+    for title, metrics in (("evaluate's metric (the blessing's)", model.get("evaluation_metrics") or {}),
+                           ("training metric", meta.get("final_metrics") or {})):
+        shown = [(name, value) for name, value in sorted(metrics.items()) if isinstance(value, int | float)]
+        if shown:
+            lines += ["", f"| {title} | value |", "|---|---:|"] + [f"| {n} | {v:.4g} |" for n, v in shown]
     return lines + [""]
 
 

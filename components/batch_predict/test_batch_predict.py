@@ -96,12 +96,14 @@ def test_an_unblessed_model_is_refused_unless_allowed(serving_model, tmp_path):
     blessing = tmp_path / "blessing"
     blessing.mkdir()
     (blessing / "NOT_BLESSED").write_text("")
-    (blessing / "blessing.json").write_text(json.dumps({"message": "auc 0.61 < 0.70"}))
+    (blessing / "blessing.json").write_text(json.dumps({"message": "auc 0.61 < 0.70", "metrics": {"auc": 0.61}}))
     with pytest.raises(SlipwayError, match=r"not blessed by evaluate \(auc 0.61 < 0.70\); set allow_unblessed"):
         _score(tmp_path, serving_model, data=str(data), blessing_dir=str(blessing))
     assert not (tmp_path / "out").exists()
     result = _score(tmp_path, serving_model, data=str(data), blessing_dir=str(blessing), allow_unblessed=True)
     assert result["rows_scored"] == 1 and result["model"]["blessing"] == "not blessed"
+    summary = (tmp_path / "out/summary.md").read_text()
+    assert "blessing: not blessed (auc 0.61 < 0.70)" in summary and "| auc | 0.61 |" in summary
 
 
 def test_when_no_row_can_be_scored_the_run_fails_and_leaves_nothing(serving_model, tmp_path):
