@@ -99,13 +99,19 @@ def stop() -> subprocess.CompletedProcess:
     return stopped
 
 
+# The images each committed pipeline names (the serving image is KServe's runtime's, named by no pipeline).
+PIPELINE_IMAGES = {"scoring_pipeline.yaml": ("runtime",)}
+TRAINING_IMAGES = ("runtime", "trainer")
+
+
 def with_built_images(source: Path, target: Path, built) -> Path:
     """The committed YAML with each of our image references moved to the digest this run built."""
     committed = json.loads((ROOT / "images" / "digests.json").read_text())
     text = source.read_text()
     for name, entry in committed.items():
         old = f"{entry['image']}@{entry['digest']}"
-        assert old in text or name == "serving", f"{source.name} does not name {old}"
+        named = name in PIPELINE_IMAGES.get(source.name, TRAINING_IMAGES)
+        assert old in text or not named, f"{source.name} does not name {old}"
         text = text.replace(old, built.ref(name))
     target.write_text(text)
     return target
@@ -123,7 +129,8 @@ def start(built, folder: Path) -> Kfp:
     env = dict(re.findall(r"^export (\w+)=(.*)$", started.stdout, re.MULTILINE))
     pipelines = folder / "pipelines"
     pipelines.mkdir()
-    for name in ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml"):
+    for name in ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml",
+                 "scoring_pipeline.yaml"):
         with_built_images(ROOT / "pipelines" / name, pipelines / name, built)
     kfp = Kfp(env["KFP_HOST"], env["KUBECONFIG"], env["KFP_CLUSTER_S3_ENDPOINT"], env["KFP_CLUSTER_MLMD"], pipelines,
               Path(env["KFP_CLUSTER_STATE"]))
