@@ -358,3 +358,20 @@ def test_the_module_check_leaves_tensorflow_out_of_the_cli_process(tmp_path):
                           check=True)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"tensorflow": False, "kfp": True,
                                                                 "pipeline": "slipway-tabular"}
+
+
+def test_the_scoring_pipeline_needs_rows_and_refuses_a_model_that_is_not_there(inputs, capsys):
+    """`slipway run --pipeline scoring`: no module or label, but --data; --model auto or an existing folder."""
+    workdir = str(inputs["workdir"])
+    assert _refused(capsys, "--pipeline", "scoring", "--workdir", workdir) == \
+        "run --pipeline scoring: --data names the rows to score"
+    missing = inputs["workdir"].parent / "no-model"
+    assert _refused(capsys, "--pipeline", "scoring", "--data", str(inputs["data"]), "--model", str(missing),
+                    "--workdir", workdir) == f"--model {missing}: no such folder (a SavedModel folder or a model base)"
+    assert _refused(capsys, "--pipeline", "scoring", "--data", str(inputs["data"]) + ".gone",
+                    "--workdir", workdir).startswith("--data ")
+    assert not inputs["workdir"].exists()
+    request = _plan("--pipeline", "scoring", "--data", str(inputs["data"]), "--workdir", workdir)
+    assert request.workdir == inputs["workdir"].resolve() / "scoring" and request.module is None
+    assert request.arguments["model"] == "auto" and request.arguments["training_pipeline"] == "slipway-tabular"
+    assert request.arguments["lineage_store"].endswith(f"{inputs['workdir'].name}/metadata.sqlite")

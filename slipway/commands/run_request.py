@@ -72,20 +72,14 @@ def plan(args: Any) -> RunRequest:
         raise SlipwayError(f"{RUN_FLAGS['search_spec']}: tuning runs with the tabular pipeline for now")
     pipeline_key = settings.IMAGES if images else settings.TABULAR_TUNED if args.search_spec else settings.TABULAR
     workdir = Path(args.workdir).resolve()
-    given = {row.name: getattr(args, row.name) for row in settings.PARAMETERS if row.flag}
-    values = {row.name: row.defaults[pipeline_key] if given[row.name] is None else given[row.name]
-              for row in settings.PARAMETERS if row.flag and pipeline_key in row.defaults}  # summary.json's order
+    given, values = _flag_values(args, pipeline_key)
     values.update(data=str(data.resolve()), label=label, module_file=str(module.resolve()),
                   model_name=args.model_name or _model_name(args, data, images),
                   lineage_store=args.lineage_store or lineage.sqlite_uri(workdir / "metadata.sqlite"),
                   checkpoint_dir="")  # once the pipeline (kfp: seconds to import) is imported: _import_pipeline
     _check_flags(values, given, module, workdir)
     values["beam_pipeline_args"] = _beam_pipeline_args(values["beam_pipeline_args"])
-    run = RunArguments(values, given, RUN_FLAGS, args.runner, workdir)
-    for spec in settings.component_specs():
-        if spec.preflight is not None and spec.name in settings.COMPOSED[pipeline_key]:
-            spec.preflight(run)
-    _check_lineage(values["lineage_store"])
+    _preflight(RunArguments(values, given, RUN_FLAGS, args.runner, workdir), pipeline_key)
     return RunRequest(pipeline_key, values, workdir, values["lineage_store"], module)
 
 
@@ -102,18 +96,29 @@ def _scoring_plan(args: Any) -> RunRequest:
     if not is_remote(args.data):
         args.data = str(local_path(args.data, RUN_FLAGS["data"]))
     key, trained = settings.SCORING, Path(args.workdir).resolve()
-    given = {row.name: getattr(args, row.name) for row in settings.PARAMETERS if row.flag}
-    values = {row.name: row.defaults[key] if given[row.name] is None else given[row.name]
-              for row in settings.PARAMETERS if row.flag and key in row.defaults}
+    given, values = _flag_values(args, key)
     values.update(lineage_store=args.lineage_store or lineage.sqlite_uri(trained / "metadata.sqlite"),
                   model_name=args.model_name or "")
     values["beam_pipeline_args"] = _beam_pipeline_args(values["beam_pipeline_args"])
-    run = RunArguments(values, given, RUN_FLAGS, args.runner, trained / "scoring")
-    for spec in settings.component_specs():
-        if spec.preflight is not None and spec.name in settings.COMPOSED[key]:
-            spec.preflight(run)
-    _check_lineage(values["lineage_store"])
+    _preflight(RunArguments(values, given, RUN_FLAGS, args.runner, trained / "scoring"), key)
     return RunRequest(key, values, trained / "scoring", values["lineage_store"], None)
+
+
+def _flag_values(args: Any, pipeline_key: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what each flag gave, None when not given; the pipeline's arguments: each parameter it takes with a flag,
+    the flag's value or the pipeline's default, in summary.json's order)."""
+    given = {row.name: getattr(args, row.name) for row in settings.PARAMETERS if row.flag}
+    values = {row.name: row.defaults[pipeline_key] if given[row.name] is None else given[row.name]
+              for row in settings.PARAMETERS if row.flag and pipeline_key in row.defaults}
+    return given, values
+
+
+def _preflight(run: Any, pipeline_key: str) -> None:
+    """Each component the pipeline composes checks (and may complete) the arguments; then the lineage store."""
+    for spec in settings.component_specs():
+        if spec.preflight is not None and spec.name in settings.COMPOSED[pipeline_key]:
+            spec.preflight(run)
+    _check_lineage(run.values["lineage_store"])
 
 
 def _beam_pipeline_args(given: Any) -> list[str]:
