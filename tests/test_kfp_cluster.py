@@ -447,11 +447,10 @@ def test_a_scheduled_scoring_run_scored_with_the_training_runs_model_into_the_ob
     succeeded = [r for r in schedule_story.runs_while_scheduled if run_state(r) == "SUCCEEDED"]
     assert succeeded, schedule_story.runs_while_scheduled
     run_id = succeeded[0]["run_id"]
-    root = f"v2/artifacts/slipway-scoring/{run_id}/batch-predict/"
-    keys = kfp.keys(root)
-    assert any(k.startswith(f"{root}predictions/predictions-") and k.endswith(".parquet") for k in keys), keys
-    result = json.loads(kfp.s3().get_object(Bucket="mlpipeline", Key=f"{root}predictions/_batch_predict.json")
-                        ["Body"].read())
+    keys = kfp.keys(f"v2/artifacts/slipway-scoring/{run_id}/batch-predict/")  # then the execution's own folder
+    assert any("/predictions/predictions-" in k and k.endswith(".parquet") for k in keys), keys
+    (recorded,) = [k for k in keys if k.endswith("/predictions/_batch_predict.json")]
+    result = json.loads(kfp.s3().get_object(Bucket="mlpipeline", Key=recorded)["Body"].read())
     assert result["rows_read"] == result["rows_scored"] > 10000, result["refused"]
     assert result["model"]["uri"].startswith("minio://mlpipeline/v2/artifacts/slipway-tabular/")
     assert result["data_check"]["status"] != "skipped", result["data_check"]  # the training statistics were found
