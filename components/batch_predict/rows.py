@@ -118,8 +118,7 @@ def _numbers(column: pa.Array, spec: RawInput):
     rows = len(column)
     reason, message = np.full(rows, "", dtype=object), np.full(rows, "", dtype=object)
     numbers, blank, not_number = _as_float64(column)
-    shown = _shown(column)
-    _refuse(reason, message, not_number, REFUSED_VALUE, None, shown, f"is not a number ({spec.name})")
+    _refuse(reason, message, not_number, REFUSED_VALUE, None, column, f"is not a number ({spec.name})")
     if spec.required:
         _refuse(reason, message, blank, MISSING_VALUE, f"{spec.name}: empty, but every row must have one")
     elif spec.dtype not in FLOATS:
@@ -129,7 +128,7 @@ def _numbers(column: pa.Array, spec: RawInput):
     if spec.dtype not in FLOATS:
         with np.errstate(invalid="ignore"):
             fraction = usable & ((numbers != np.floor(numbers)) | (np.abs(numbers) >= INT_LIMIT))
-        _refuse(reason, message, fraction, REFUSED_VALUE, None, shown, f"is not an integer ({spec.name})")
+        _refuse(reason, message, fraction, REFUSED_VALUE, None, column, f"is not an integer ({spec.name})")
         return np.where(reason == "", numbers, 0).astype(np.int64), reason != "", reason, message
     return numbers.astype(spec.dtype), reason != "", reason, message
 
@@ -160,20 +159,17 @@ def _as_float64(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return values, blank, ~(blank | number_rows)
 
 
-def _shown(column: pa.Array) -> list:
-    return column.to_pylist() if len(column) else []
-
-
 def _refuse(reason: np.ndarray, message: np.ndarray, rows: np.ndarray, why: str, text: str | None,
-            shown: list | None = None, suffix: str = "") -> None:
-    """Mark rows not yet refused; the message is `text`, or each row's value (shown) followed by `suffix`."""
+            column: pa.Array | None = None, suffix: str = "") -> None:
+    """Mark rows not yet refused; the message is `text`, or each row's value in `column` followed by `suffix` (read
+    for the refused rows only: converting whole columns to Python values cost more than scoring them)."""
     fresh = rows & (reason == "")
     reason[fresh] = why
     if text is not None:
         message[fresh] = text
         return
     for i in np.flatnonzero(fresh):
-        message[i] = f"{_short(shown[i])} {suffix}"
+        message[i] = f"{_short(column[int(i)].as_py())} {suffix}"
 
 
 def _short(value, width: int = 40) -> str:

@@ -1,0 +1,219 @@
+"""Benchmark batch_predict (`slipway score`) on the taxi model against its floors.
+
+    .venv/bin/python bench/bench_batch_predict.py [--workdir DIR] [--sizes 1,10] [--repeat N] [--server-rows N]
+        [--write-results]
+
+The model is the demo's (`slipway run` into --workdir, about a minute and a half, unless the workdir already holds
+a run). The data is the taxi sample at each size (bench_growth.resampled_csv: the sample repeated, floats jittered),
+label included (batch_predict passes it through as a key column: --key-columns trip_start_timestamp keeps the
+output small, as a user's key column would).
+
+For each size, --repeat times (medians):
+- batch_predict: `slipway score` in a process of its own, end to end (reading the CSV, typing the rows, Beam, the
+  model loaded, Parquet out, the rejects and the summary), with its process tree's peak RSS and PSS
+  (process_tree.py); and the step's own seconds (its console line: the process's start and imports left out).
+- the floor: the same rows read in this process with pyarrow, typed for the model ahead of the clock
+  (batch_predict's rows.py), and the SavedModel's serving_raw called on batches of 4096: only the model's work.
+Against the model server (once, at 1x): `slipway predict`'s way of scoring a file, one V1 request per row over one
+keep-alive connection (--server-rows rows, then scaled), and the whole file sent as one request (what `slipway
+predict` itself does: one request holding every row).
+
+Targets: batch_predict >= 0.8x the floor's rows/s in the steady state (the extra rows from the smallest size to the
+largest over the extra seconds: the fixed costs, the model's load and Beam's start, left out, as the floor leaves
+them out), >= 20x the server's one-row requests; peak memory flat from 1x to 10x (10x within 1.25x of 1x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import process_tree
+from bench_growth import resampled_csv
+
+import slipway  # noqa: F401  (environment defaults before tensorflow)
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+TARGET_FLOOR_RATIO, TARGET_SERVER_RATIO, TARGET_MEMORY_GROWTH = 0.8, 20.0, 1.25
+BATCH = 4096
+KEY = "trip_start_timestamp"
+
+
+def demo_model(workdir: Path) -> str:
+    """The model base the demo run pushed (running the demo first when the workdir has none)."""
+    summary = workdir / "summary.json"
+    if not summary.exists():
+        subprocess.run([sys.executable, "-m", "slipway.cli", "run", "--workdir", str(workdir)], check=True)
+    return json.loads(summary.read_text())["deployment"]["model_base"]
+
+
+def score(base: str, data: Path, output: Path) -> dict:
+    """`slipway score` in its own process: wall seconds, the step's own seconds, rows, peak RSS/PSS (MiB)."""
+    started = time.monotonic()
+    process = subprocess.Popen([sys.executable, "-m", "slipway.cli", "score", "--model", base, "--data", str(data),
+                                "--output", str(output), "--key-columns", KEY, "--data-check", "off",
+                                "--workdir", str(output.parent / "no-run")],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak = process_tree.watch_peak_rss(process.pid)
+    out, _ = process.communicate()
+    wall = time.monotonic() - started
+    if process.returncode != 0:
+        raise SystemExit(f"slipway score failed:\n{out[-3000:]}")
+    meta = _step_result(out)
+    return {"wall": wall, "step": meta["seconds"], "rows": meta["rows"], "rss": peak.mib, "pss": peak.pss_mib}
+
+
+def _step_result(printed: str) -> dict:
+    """The step's seconds and rows from its console line ("batch_predict done in 5.0 s: 15,002 rows scored")."""
+    import re
+
+    found = re.search(r"batch_predict done in ([0-9.]+) s: ([0-9,]+) rows scored", printed)
+    if not found:
+        raise SystemExit(f"no batch_predict line in:\n{printed[-2000:]}")
+    return {"seconds": float(found[1]), "rows": int(found[2].replace(",", ""))}
+
+
+def floor(base: str, data: Path) -> dict:
+    """serving_raw on prebuilt typed batches in this process: rows/s of the model's own work."""
+    import pyarrow.csv as pacsv
+    import tensorflow as tf
+
+    from slipway.components.batch_predict import model as scoring_model
+    from slipway.components.batch_predict import rows
+
+    model = scoring_model.resolve(None, base)
+    names = [i.name for i in model.inputs]
+    table = pacsv.read_csv(data, convert_options=pacsv.ConvertOptions(
+        column_types=dict.fromkeys(names, "string"), include_columns=names))
+    batches = [rows.typed_inputs(table.slice(start, BATCH), model.inputs).inputs
+               for start in range(0, table.num_rows, BATCH)]
+    fn = tf.saved_model.load(model.path).signatures["serving_raw"]
+    fn(**{n: tf.constant(v) for n, v in batches[0].items()})  # traced once, as the step's first batch is
+    started = time.monotonic()
+    count = 0
+    for inputs in batches:
+        count += len(fn(**{n: tf.constant(v) for n, v in inputs.items()})["outputs"])
+    return {"rows": count, "seconds": time.monotonic() - started}
+
+
+def server(base: str, data: Path, rows_sent: int) -> dict:
+    """The model server: one row per request (rows_sent of them) and the whole file in one request."""
+    from slipway.serving import client, process
+
+    with open(data, newline="") as f:
+        table = list(csv.DictReader(f))
+    name = Path(base).name
+    running = process.start_server(base, name)
+    try:
+        inputs = client.signature_inputs(client.metadata(running.url, name), "serving_raw")
+        instances = client.rows_to_instances(table, inputs)
+        client.predict(running.url, name, instances[:1], signature="serving_raw")  # warm
+        started = time.monotonic()
+        for instance in instances[:rows_sent]:
+            client.predict(running.url, name, [instance], signature="serving_raw")
+        one_row = rows_sent / (time.monotonic() - started)
+        started = time.monotonic()
+        answered = len(client.predict(running.url, name, instances, signature="serving_raw", timeout=600)[0])
+        whole = answered / (time.monotonic() - started)
+    finally:
+        running.stop()
+    return {"one_row": one_row, "whole_file": whole}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workdir", default="", help="a demo run's folder (default: a new temporary one)")
+    parser.add_argument("--sizes", default="1,10", help="times the taxi sample, comma-separated (default 1,10)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per size (medians; default 3)")
+    parser.add_argument("--server-rows", type=int, default=1000, help="one-row requests sent (default 1000)")
+    parser.add_argument("--write-results", action="store_true", help="append the table to bench/RESULTS.md")
+    return parser
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="bench-batch-predict-"))
+    workdir = Path(args.workdir) if args.workdir else scratch / "demo"
+    base = demo_model(workdir)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    measured = {}
+    for size in sizes:
+        data = resampled_csv(size, scratch)
+        runs = [score(base, data, scratch / f"p{size}-{i}.parquet") for i in range(args.repeat)]
+        floors = [floor(base, data) for _ in range(args.repeat)]
+        measured[size] = {"runs": runs, "floors": floors}
+        print(f"{size}x: {json.dumps(runs[-1])} floor {json.dumps(floors[-1])}", flush=True)
+    served = server(base, resampled_csv(sizes[0], scratch), args.server_rows)
+    emit(_rows(measured, served, sizes), args.write_results)
+
+
+def _median(values) -> float:
+    return statistics.median(list(values))
+
+
+def _rows(measured: dict, served: dict, sizes: list[int]) -> list[tuple[str, str, str]]:
+    rows, per_size = [], {}
+    for size, m in measured.items():
+        count = m["runs"][0]["rows"]
+        wall = _median(r["wall"] for r in m["runs"])
+        step = _median(r["step"] for r in m["runs"])
+        floor_rps = _median(f["rows"] / f["seconds"] for f in m["floors"])
+        per_size[size] = (count, step, floor_rps)
+        rows += [(f"{size}x ({count:,} rows): slipway score end to end", f"{count / wall:,.0f} rows/s",
+                  f"{wall:.1f} s, process start and imports included"),
+                 (f"{size}x: batch_predict step", f"{count / step:,.0f} rows/s",
+                  f"{step:.1f} s: reading, typing, the model loaded and called, Parquet written"),
+                 (f"{size}x: floor (serving_raw in process, typed batches)", f"{floor_rps:,.0f} rows/s",
+                  "the model's work alone: read, typed and loaded before the clock"),
+                 (f"{size}x: peak memory (process tree)", f"{_median(r['rss'] for r in m['runs']):,.0f} MiB RSS",
+                  f"{_median(r['pss'] for r in m['runs']):,.0f} MiB PSS")]
+    first, last = sizes[0], sizes[-1]
+    if len(sizes) > 1:  # the steady state: what the extra rows cost, the fixed costs (model load, Beam) left out
+        (small, small_s, _), (large, large_s, large_floor) = per_size[first], per_size[last]
+        steady = (large - small) / max(large_s - small_s, 1e-9)
+        rows += [(f"steady state ({first}x to {last}x: the extra rows over the extra seconds)", f"{steady:,.0f} rows/s",
+                  "the step's per-row work"),
+                 ("steady state / floor", f"{steady / large_floor:.2f}x",
+                  _verdict(steady / large_floor >= TARGET_FLOOR_RATIO, f">= {TARGET_FLOOR_RATIO}x"))]
+    rows += [("server, one row per request", f"{served['one_row']:,.0f} rows/s", "slipway predict's server, 1 client"),
+             ("server, the whole file in one request", f"{served['whole_file']:,.0f} rows/s",
+              "what `slipway predict FILE` sends")]
+    for size in sizes:
+        count, step, _ = per_size[size]
+        ratio = count / step / served["one_row"]
+        rows.append((f"{size}x step / one-row requests", f"{ratio:,.0f}x",
+                     _verdict(ratio >= TARGET_SERVER_RATIO, f">= {TARGET_SERVER_RATIO:.0f}x")))
+    if len(sizes) > 1:
+        small, large = (_median(r["rss"] for r in measured[s]["runs"]) for s in (first, last))
+        rows.append((f"peak RSS {last}x / {first}x", f"{large / small:.2f}x",
+                     _verdict(large / small <= TARGET_MEMORY_GROWTH, f"<= {TARGET_MEMORY_GROWTH}x (flat)")))
+    return rows
+
+
+def _verdict(ok: bool, target: str) -> str:
+    return f"target {target}: {'met' if ok else 'missed'}"
+
+
+def emit(rows: list[tuple[str, str, str]], write_results: bool) -> None:
+    header = (f"## batch_predict ({time.strftime('%Y-%m-%d')}, {platform.processor() or platform.machine()}, "
+              f"{len(os.sched_getaffinity(0))} cores)")
+    lines = [header, "", "| measure | value | note |", "| --- | ---: | --- |"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if write_results:
+        previous = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\n"
+        RESULTS.write_text(previous.rstrip() + "\n\n" + text)
+
+
+if __name__ == "__main__":
+    main()
