@@ -19,7 +19,8 @@ from slipway.pipelines.settings import OBJECT_STORE_KEYS, OBJECT_STORE_SECRET, K
 from slipway.pipelines.training import build
 
 ROOT = Path(__file__).resolve().parent.parent
-PIPELINES = ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml")
+PIPELINES = ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml")  # the training ones
+COMPILED = (*PIPELINES, "scoring_pipeline.yaml")  # what `slipway compile --kubernetes-options` writes
 CLUSTER_PARAMETERS = ("backend", "cluster", "beam_pipeline_args", "object_store_secret", "lineage_store",
                       "deploy_backend", "deploy_cluster")
 BEAM_STEPS = ("validate", "transform", "evaluate")
@@ -78,7 +79,7 @@ def test_kubernetes_options_mount_the_pvc_everywhere_and_place_only_the_trainer(
     options_file = tmp_path / "options.yaml"
     options_file.write_text(yaml.safe_dump(OPTIONS))
     written = slipway_compile.compile_pipelines(KubernetesOptions.load(options_file), tmp_path / "out")
-    assert [p.name for p in written] == list(PIPELINES)
+    assert [p.name for p in written] == list(COMPILED)
     spec, executors = documents(tmp_path / "out" / "tuned_tabular_pipeline.yaml")
     for executor, config in executors.items():
         assert [m["mountPath"] for m in config["pvcMount"]] == ["/mnt/shared"], executor
@@ -167,7 +168,7 @@ def test_no_credential_reaches_a_compiled_file_from_the_environment(tmp_path: Pa
     subprocess.run([sys.executable, "-m", "slipway.cli", "compile", "--kubernetes-options", str(options_file),
                     "--output-dir", str(tmp_path / "options")], env=env, check=True, capture_output=True)
     files = sorted((tmp_path / "all").iterdir()) + sorted((tmp_path / "options").iterdir())
-    assert len(files) == len(slipway_compile.targets()) + 3
+    assert len(files) == len(slipway_compile.targets()) + len(COMPILED)
     for path in files:
         text = path.read_text()
         leaked = [name for name, value in FAKE.items() if value in text or json.dumps(value)[1:-1] in text]

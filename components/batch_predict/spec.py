@@ -65,8 +65,8 @@ SPEC = ComponentSpec(
                                  "--training-pipeline in the lineage store; with --model-registry the newest "
                                  "registered version of --model-name), or a SavedModel folder or model base",
                       name="model", default="auto",
-                      description="auto (the latest blessed model of training_pipeline in the lineage store, or the\n"
-                                  "Model Registry's newest version of model_name when model_registry is set), or\n"
+                      description="auto (the latest blessed model of training_pipeline in the lineage store, or the "
+                                  "Model Registry's newest version of model_name when model_registry is set), or "
                                   "the path/URI of a SavedModel folder or model base.")),
         Param("data", str, (
             "The rows when no examples are given: CSV (any compression), Parquet or TFRecord files; s3:// too."),

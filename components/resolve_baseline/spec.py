@@ -38,7 +38,7 @@ SPEC = ComponentSpec(
               run=Run("--training-pipeline", "scoring: the training pipeline whose latest blessed model scores the "
                                              "data (its name in the lineage store; default slipway-tabular)",
                       name="training_pipeline", default="slipway-tabular",
-                      description="The training pipeline whose latest blessed model scores the data when model is\n"
+                      description="The training pipeline whose latest blessed model scores the data when model is "
                                   "auto (its name in the lineage store).")),
         Param("baseline_model", str, (
             '"auto" (the latest blessed model of the pipeline; none on its first run, when the change\n'
