@@ -68,12 +68,18 @@ def _inputs_only(schema, inputs: list[str]):
 
 
 def _train_statistics(uri: str):
+    from slipway.core.statistics.comparators import TRAIN
+
+    return read_statistics(storage.join(uri, f"Split-{TRAIN}", STATISTICS_FILE))
+
+
+def read_statistics(path: str):
+    """A binary DatasetFeatureStatisticsList (validate's FeatureStats.pb, the scored rows' statistics), local or in
+    the object store."""
     import tensorflow as tf
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-    from slipway.core.statistics.comparators import TRAIN
-
-    path = storage.s3_uri(storage.join(uri, f"Split-{TRAIN}", STATISTICS_FILE))
+    path = storage.s3_uri(path)
     storage.ensure_filesystems(path)
     with tf.io.gfile.GFile(path, "rb") as f:
         return statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read())

@@ -134,12 +134,11 @@ def _score(job: Job, predicted, refused) -> tuple[dict, object]:
                                "it is not: give the data as an s3:// URI")
         written = {"predictions": paths.output(predicted, "predictions"), "rejects": paths.output(refused, "rejects"),
                    "counts": paths.scratch("counts.json"), "statistics": paths.scratch("statistics.pb")}
-        roots: dict = {}
         with beam_storage.runner_failures(choice, f"data ({len(job.sources)} files)"):
-            pipeline.run(_plan(job, model_path), [_for_workers(s, paths, roots) for s in job.sources], written,
+            pipeline.run(_plan(job, model_path), [_for_workers(s, paths) for s in job.sources], written,
                          choice.args)
         counts = json.loads(storage.read_text(written["counts"]))
-        statistics = _read_statistics(written["statistics"]) if job.training is not None else None
+        statistics = checking.read_statistics(written["statistics"]) if job.training is not None else None
         paths.collect(written["predictions"], predicted)
         paths.collect(written["rejects"], refused)
     _check_counts(counts)
@@ -168,14 +167,6 @@ def _plan(job: Job, model_path: str) -> dict:
             "statistics_kinds": checking.feature_kinds(job.training.schema) if job.training is not None else None}
 
 
-def _read_statistics(path: str):
-    import tensorflow as tf
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-
-    with tf.io.gfile.GFile(storage.s3_uri(path), "rb") as f:
-        return statistics_pb2.DatasetFeatureStatisticsList.FromString(f.read())
-
-
 def _check_counts(counts: dict) -> None:
     refused_rows = sum(counts["refused"].values())
     if counts["read"] != counts["scored"] + refused_rows:
@@ -189,14 +180,14 @@ def _check_counts(counts: dict) -> None:
         raise SlipwayError(f"data: no row could be scored ({counts['read']} read{': ' + why if why else ''}){shown}")
 
 
-def _for_workers(source: sources.Source, paths: beam_storage.WorkerPaths, roots: dict) -> dict:
+def _for_workers(source: sources.Source, paths: beam_storage.WorkerPaths) -> dict:
     """The source as the workers open it: an Examples split file through its artifact folder's worker path."""
     entry = source.as_dict()
     if source.split and paths.shared and not storage.is_remote(source.path):
         from pathlib import Path
 
         root = Path(source.path).parent.parent
-        entry["path"] = paths.file(source.path, roots.setdefault(str(root), str(root)))
+        entry["path"] = paths.file(source.path, root)  # the folder is copied once for all its files
     return entry
 
 

@@ -12,11 +12,9 @@ from slipway.components.batch_predict.rows import RawInput
 from slipway.core import artifacts, storage
 from slipway.core.beam import storage as beam_storage
 from slipway.core.errors import SlipwayError
-from slipway.core.tabular import csv_shape
-from slipway.core.tabular.tfrecords import is_tfrecord_name
+from slipway.core.tabular import csv_shape, tfrecords
 
 FORMATS = ("auto", "csv", "parquet", "tfrecord")
-KINDS = {"int64_list": "int", "float_list": "float", "bytes_list": "string"}  # a tf.Example feature's, as ingest's
 GLOB_CHARACTERS = "*?["
 
 
@@ -99,7 +97,7 @@ def _format_of(path: str, data_format: str) -> str:
     if data_format != "auto":
         return data_format
     name = Path(path.rsplit("/", 1)[-1])
-    if is_tfrecord_name(name):
+    if tfrecords.is_tfrecord_name(name):
         return "tfrecord"
     if name.suffix.lower() in csv_shape.PARQUET_SUFFIXES:
         return "parquet"
@@ -122,8 +120,7 @@ def _csv_source(path: str) -> Source:
     import pyarrow as pa
 
     with beam_storage.open_read(path) as f:
-        start = f.read(4)
-    compression = next((name for magic, name in csv_shape.COMPRESSION_MAGIC if start.startswith(magic)), None)
+        compression = csv_shape.compression_from(f.read(4))
     with beam_storage.open_read(path) as f, pa.input_stream(f, compression=compression) as stream:
         raw = stream.read(csv_shape.HEADER_BYTES)
     if not raw.strip():
@@ -142,12 +139,12 @@ def _tfrecord_source(path: str) -> Source:
     import tensorflow as tf
 
     with beam_storage.open_read(path) as f:
-        compression = "GZIP" if f.read(2) == b"\x1f\x8b" else ""
+        compression = tfrecords.compression_from(f.read(2))
     first = next(iter(tf.data.TFRecordDataset(storage.s3_uri(path), compression_type=compression).take(1)), None)
     if first is None:
         return Source(path, "tfrecord", (), compression, kinds={})
     features = tf.train.Example.FromString(first.numpy()).features.feature
-    kinds = {name: KINDS.get(features[name].WhichOneof("kind"), "string") for name in sorted(features)}
+    kinds = {name: tfrecords.KINDS.get(features[name].WhichOneof("kind"), "string") for name in sorted(features)}
     return Source(path, "tfrecord", tuple(kinds), compression, kinds=kinds)
 
 

@@ -15,10 +15,8 @@ from pathlib import Path
 
 from slipway.core.artifacts import sha256_file
 from slipway.core.errors import SlipwayError
-from slipway.core.tabular.tfrecords import TFRECORD_SUFFIXES, is_tfrecord_name, iter_records, parse_example
+from slipway.core.tabular.tfrecords import KINDS, TFRECORD_SUFFIXES, is_tfrecord_name, iter_records, parse_example
 from slipway.core.tasks import AUTO, CLASSIFICATION
-
-KINDS = {"int64_list": "int", "float_list": "float", "bytes_list": "string"}
 
 
 @dataclass

@@ -99,7 +99,11 @@ def extension_of(path: Path) -> str:
 def compression_of(path: Path) -> str | None:
     """gzip, bz2 or zstd by the file's first bytes; None for a plain file."""
     with open(path, "rb") as f:
-        start = f.read(4)
+        return compression_from(f.read(4))
+
+
+def compression_from(start: bytes) -> str | None:
+    """gzip, bz2 or zstd by a file's first (4) bytes; None for a plain file."""
     return next((name for magic, name in COMPRESSION_MAGIC if start.startswith(magic)), None)
 
 

@@ -10,6 +10,7 @@ from slipway.core.errors import SlipwayError
 
 TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz")
 GZIP_MAGIC = b"\x1f\x8b"
+KINDS = {"int64_list": "int", "float_list": "float", "bytes_list": "string"}  # a tf.Example feature's value kind
 
 
 def is_tfrecord_name(path: Path) -> bool:
@@ -20,7 +21,12 @@ def compression_of(path: Path) -> str:
     if path.name.lower().endswith(".gz"):
         return "GZIP"
     with open(path, "rb") as f:
-        return "GZIP" if f.read(2) == GZIP_MAGIC else ""
+        return compression_from(f.read(2))
+
+
+def compression_from(start: bytes) -> str:
+    """GZIP or "" (TensorFlow's compression_type) by a file's first bytes."""
+    return "GZIP" if start.startswith(GZIP_MAGIC) else ""
 
 
 def iter_records(path: Path) -> Iterator[bytes]:
