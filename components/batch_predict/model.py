@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from slipway.components.batch_predict.rows import RawInput
 from slipway.core import storage
+from slipway.core.artifacts import read_blessing
 from slipway.core.errors import SlipwayError
 from slipway.serving import layout
 
@@ -120,7 +121,8 @@ def blessing_state(model: ScoringModel, blessing_dir: str | None, allow_unblesse
     pushed is blessed (deploy pushes only blessed models); else not given. NOT_BLESSED is refused in one line unless
     allowed."""
     if blessing_dir:
-        state, message, metrics = read_blessing(blessing_dir)
+        blessed, message, metrics = read_blessing(blessing_dir)
+        state = BLESSED if blessed else NOT_BLESSED
     elif model.version is not None and model.trained_from:
         return PUSHED, "pushed by deploy, which pushes only blessed models", {}
     else:
@@ -130,17 +132,3 @@ def blessing_state(model: ScoringModel, blessing_dir: str | None, allow_unblesse
                            "allow_unblessed to score with it anyway")
     return state, message, metrics
 
-
-def read_blessing(blessing_dir: str) -> tuple[str, str, dict]:
-    """(BLESSED or NOT_BLESSED, evaluate's message, the overall metrics it judged) from evaluate's blessing
-    folder."""
-    blessed = storage.exists(storage.join(blessing_dir, "BLESSED"))
-    not_blessed = storage.exists(storage.join(blessing_dir, "NOT_BLESSED"))
-    if blessed == not_blessed:
-        raise SlipwayError(f"blessing {blessing_dir}: expected exactly one of BLESSED or NOT_BLESSED (not written by "
-                           "evaluate?)")
-    decision = {}
-    if storage.exists(storage.join(blessing_dir, "blessing.json")):
-        decision = json.loads(storage.read_text(storage.join(blessing_dir, "blessing.json")))
-    metrics = decision.get("metrics") if isinstance(decision.get("metrics"), dict) else {}
-    return (BLESSED if blessed else NOT_BLESSED), str(decision.get("message") or ""), metrics

@@ -20,12 +20,11 @@ version leaves the base). Running it again for the same version registers nothin
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import slipway  # noqa: F401  (TF_USE_LEGACY_KERAS before tensorflow)
-from slipway.core.artifacts import sha256_tree, staged_output, write_json
+from slipway.core.artifacts import read_blessing, sha256_tree, staged_output, write_json
 from slipway.core.errors import SlipwayError
 from slipway.serving import layout
 from slipway.serving.layout import check_model_name
@@ -34,21 +33,6 @@ BACKENDS = ("local", "kubernetes", "push")
 DEPLOYMENT_FILE = "deployment.json"
 NOT_BLESSED = "not_blessed"
 PUSHED = "pushed"
-
-
-def read_blessing(blessing_dir: str) -> tuple[bool, str, dict]:
-    """(blessed, message, metrics) from evaluate's blessing folder (BLESSED or NOT_BLESSED marker + blessing.json,
-    whose metrics are the overall numbers evaluate judged)."""
-    folder = Path(blessing_dir)
-    blessed, not_blessed = (folder / "BLESSED").exists(), (folder / "NOT_BLESSED").exists()
-    if blessed == not_blessed:
-        raise SlipwayError(f"blessing {blessing_dir}: expected exactly one of BLESSED or NOT_BLESSED "
-                           "(not written by evaluate?)")
-    decision = {}
-    if (folder / "blessing.json").exists():
-        decision = json.loads((folder / "blessing.json").read_text(encoding="utf-8"))
-    metrics = decision.get("metrics") if isinstance(decision.get("metrics"), dict) else {}
-    return blessed, str(decision.get("message") or ""), metrics
 
 
 def run(

@@ -75,6 +75,22 @@ def examples_meta(examples_root: str | os.PathLike) -> dict:
     return read_json(path)
 
 
+def read_blessing(blessing_dir: str | os.PathLike) -> tuple[bool, str, dict]:
+    """(blessed, evaluate's message, the overall metrics it judged) from evaluate's blessing folder (a BLESSED or
+    NOT_BLESSED marker and blessing.json), local or in the object store: what deploy and batch_predict gate on."""
+    from slipway.core.errors import SlipwayError
+
+    blessed = storage.exists(storage.join(blessing_dir, "BLESSED"))
+    if blessed == storage.exists(storage.join(blessing_dir, "NOT_BLESSED")):
+        raise SlipwayError(f"blessing {blessing_dir}: expected exactly one of BLESSED or NOT_BLESSED (not written by "
+                           "evaluate?)")
+    decision = {}
+    if storage.exists(storage.join(blessing_dir, "blessing.json")):
+        decision = json.loads(storage.read_text(storage.join(blessing_dir, "blessing.json")))
+    metrics = decision.get("metrics") if isinstance(decision.get("metrics"), dict) else {}
+    return blessed, str(decision.get("message") or ""), metrics
+
+
 @contextlib.contextmanager
 def staged_output(final_path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary sibling folder; move it to `final_path` only if the block completes.
