@@ -294,12 +294,15 @@ class KatibWatch(MpiWatch):
 
     def __enter__(self) -> KatibWatch:
         self.streams = {kind: KubectlStream(self.kfp, kind) for kind in ("experiments", "trials")}
+        keep_katib_observations(self.kfp)
         return super().__enter__()
 
     def __exit__(self, *failure) -> None:
         super().__exit__(*failure)
         for stream in self.streams.values():
             stream.stop()
+        self.observations.update(katib_observations(self.kfp))
+        katib_sql(self.kfp, DROP_KEPT_OBSERVATIONS)
 
     @property
     def experiments(self) -> dict[str, dict]:
@@ -325,12 +328,39 @@ def tuned_pipeline(kfp) -> str:
     return TABULAR_TUNED
 
 
+# Katib's db-manager deletes a trial's observation_logs rows with the trial, and the launcher deletes an Experiment
+# the moment it has the result: an early-stopped last trial's rows can live under a second, shorter than a poll. A
+# trigger copies every row as it is inserted into a database of the test's own, so none is missed.
+KEPT = "slipway_watch"
+DROP_KEPT_OBSERVATIONS = f"DROP TRIGGER IF EXISTS katib.{KEPT}_copy; DROP DATABASE IF EXISTS {KEPT};"
+
+
+def katib_sql(kfp: Kfp, sql: str) -> subprocess.CompletedProcess:
+    """Runs SQL in the cluster's MariaDB as root, tab-separated rows without a header."""
+    return subprocess.run(["mariadb", "--no-defaults", f"--socket={kfp.state / 'mysql.sock'}", "-uroot", "-N", "-B",
+                           "-e", sql], capture_output=True, text=True, timeout=60)
+
+
+def keep_katib_observations(kfp: Kfp) -> None:
+    """Copies every row Katib's db-manager inserts into katib.observation_logs (a table it creates when it starts)
+    into KEPT.observation_logs, from now until DROP_KEPT_OBSERVATIONS."""
+    deadline = time.monotonic() + 120
+    while katib_sql(kfp, "SELECT 1 FROM katib.observation_logs LIMIT 1").returncode != 0:
+        assert time.monotonic() < deadline, "Katib's db-manager never created katib.observation_logs"
+        time.sleep(2)
+    done = katib_sql(kfp, DROP_KEPT_OBSERVATIONS + f"""
+        CREATE DATABASE {KEPT};
+        CREATE TABLE {KEPT}.observation_logs (trial_name VARCHAR(255), metric_name VARCHAR(255), value TEXT);
+        CREATE TRIGGER katib.{KEPT}_copy AFTER INSERT ON katib.observation_logs FOR EACH ROW
+            INSERT INTO {KEPT}.observation_logs VALUES (NEW.trial_name, NEW.metric_name, NEW.value);""")
+    assert done.returncode == 0, done.stderr
+
+
 def katib_observations(kfp: Kfp) -> dict[str, dict[str, list[float]]]:
-    """trial -> metric -> numeric values, as Katib's db-manager stored them (observation_logs in the katib database;
-    Katib writes "unavailable" for a metric a trial never printed); {} while the database cannot be read."""
-    done = subprocess.run(["mariadb", "--no-defaults", f"--socket={kfp.state / 'mysql.sock'}", "-uroot", "-N", "-B",
-                           "-e", "SELECT trial_name, metric_name, value FROM katib.observation_logs"],
-                          capture_output=True, text=True, timeout=60)
+    """trial -> metric -> numeric values, as Katib's db-manager stored them (observation_logs in the katib database,
+    as kept by keep_katib_observations; Katib writes "unavailable" for a metric a trial never printed); {} while
+    the database cannot be read."""
+    done = katib_sql(kfp, f"SELECT trial_name, metric_name, value FROM {KEPT}.observation_logs")
     found: dict[str, dict[str, list[float]]] = {}
     for line in done.stdout.splitlines() if done.returncode == 0 else []:
         trial, metric, value = line.split("\t")
