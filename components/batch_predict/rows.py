@@ -50,53 +50,60 @@ class Typed:
     refused: list[tuple[int, str, str]] = field(default_factory=list)
 
 
+class _Refusals:
+    """Each row's first reason (an index into REASONS, plus one; 0: not refused) and message. A clean batch pays
+    for one small integer array, not two arrays of Python strings."""
+
+    def __init__(self, rows: int):
+        self.codes = np.zeros(rows, dtype=np.int8)
+        self.messages: dict[int, str] = {}
+
+    def refuse(self, rows: np.ndarray, why: str, text: str | None, column: pa.Array | None = None,
+               suffix: str = "") -> None:
+        """Mark rows not yet refused; the message is `text`, or each row's value in `column` followed by `suffix`
+        (read for the refused rows only: converting whole columns to Python values cost more than scoring them)."""
+        if not rows.any():
+            return
+        fresh = rows & (self.codes == 0)
+        self.codes[fresh] = REASONS.index(why) + 1
+        for i in np.flatnonzero(fresh).tolist():
+            self.messages[i] = text if text is not None else f"{_short(column[i].as_py())} {suffix}"
+
+    def listed(self) -> list[tuple[int, str, str]]:
+        return [(i, REASONS[self.codes[i] - 1], self.messages[i]) for i in sorted(self.messages)]
+
+
 def typed_inputs(batch: pa.RecordBatch | pa.Table, inputs: Sequence[RawInput],
                  several: dict[str, np.ndarray] | None = None) -> Typed:
     """The batch's rows typed for serving_raw; a row is refused for the first input (in signature order) it fails.
     several: per column, the rows that carry more than one value (a tf.Example's list), refused where an input."""
     rows = batch.num_rows
-    reason = np.full(rows, "", dtype=object)
-    message = np.full(rows, "", dtype=object)
+    refusals = _Refusals(rows)
     values: dict[str, np.ndarray] = {}
     for spec in inputs:
-        column = batch.column(spec.name) if spec.name in batch.schema.names else None
-        if column is None:
-            column = pa.nulls(rows)
-        typed, bad, why, text = _typed_column(column, spec)
+        column = batch.column(spec.name) if spec.name in batch.schema.names else pa.nulls(rows)
+        if isinstance(column, pa.ChunkedArray):
+            column = column.combine_chunks()
+        typed = _strings(column, spec, refusals) if spec.dtype == "string" else _numbers(column, spec, refusals)
         if several is not None and spec.name in several:
-            _refuse(why, text, several[spec.name], REFUSED_VALUE, f"{spec.name}: several values, the model takes one")
-            bad = why != ""
-        fresh = bad & (reason == "")
-        reason[fresh], message[fresh] = why[fresh], text[fresh]
+            refusals.refuse(several[spec.name], REFUSED_VALUE, f"{spec.name}: several values, the model takes one")
         values[spec.name] = typed
-    accepted = reason == ""
-    refused = [(int(i), str(reason[i]), str(message[i])) for i in np.flatnonzero(~accepted)]
-    return Typed({name: v[accepted] for name, v in values.items()}, accepted, refused)
+    if not refusals.messages:
+        return Typed(values, np.ones(rows, dtype=bool))
+    accepted = refusals.codes == 0
+    return Typed({name: v[accepted] for name, v in values.items()}, accepted, refusals.listed())
 
 
-def _typed_column(column, spec: RawInput) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(typed values, bad rows, reason per row, message per row) of one column."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    if spec.dtype == "string":
-        return _strings(column, spec)
-    return _numbers(column, spec)
-
-
-def _strings(column: pa.Array, spec: RawInput):
-    rows = len(column)
-    reason, message = np.full(rows, "", dtype=object), np.full(rows, "", dtype=object)
+def _strings(column: pa.Array, spec: RawInput, refusals: _Refusals) -> np.ndarray:
     if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
         column, undecodable = _decoded(column)
-        reason[undecodable] = REFUSED_VALUE
-        message[undecodable] = f"{spec.name}: not UTF-8 text"
+        refusals.refuse(undecodable, REFUSED_VALUE, f"{spec.name}: not UTF-8 text")
     elif not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         column = pc.cast(column, pa.string())
-    missing = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    if spec.required:
-        _refuse(reason, message, missing, MISSING_VALUE, f"{spec.name}: empty, but every row must have one")
-    values = np.asarray(column.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
-    return values, reason != "", reason, message
+    if spec.required and column.null_count:
+        missing = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        refusals.refuse(missing, MISSING_VALUE, f"{spec.name}: empty, but every row must have one")
+    return np.asarray(column.fill_null("").to_numpy(zero_copy_only=False), dtype=object)
 
 
 def _decoded(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -114,23 +121,21 @@ def _decoded(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
         return pa.array(texts, pa.string()), bad
 
 
-def _numbers(column: pa.Array, spec: RawInput):
-    rows = len(column)
-    reason, message = np.full(rows, "", dtype=object), np.full(rows, "", dtype=object)
+def _numbers(column: pa.Array, spec: RawInput, refusals: _Refusals) -> np.ndarray:
     numbers, blank, not_number = _as_float64(column)
-    _refuse(reason, message, not_number, REFUSED_VALUE, None, column, f"is not a number ({spec.name})")
+    refusals.refuse(not_number, REFUSED_VALUE, None, column, f"is not a number ({spec.name})")
     if spec.required:
-        _refuse(reason, message, blank, MISSING_VALUE, f"{spec.name}: empty, but every row must have one")
+        refusals.refuse(blank, MISSING_VALUE, f"{spec.name}: empty, but every row must have one")
     elif spec.dtype not in FLOATS:
         # an optional integer travels as float64 (NaN marks it missing): only a required one is int64
-        _refuse(reason, message, blank, MISSING_VALUE, f"{spec.name}: empty, but the model needs an integer here")
+        refusals.refuse(blank, MISSING_VALUE, f"{spec.name}: empty, but the model needs an integer here")
+    if spec.dtype in FLOATS:
+        return numbers.astype(spec.dtype)
     usable = ~(blank | not_number)
-    if spec.dtype not in FLOATS:
-        with np.errstate(invalid="ignore"):
-            fraction = usable & ((numbers != np.floor(numbers)) | (np.abs(numbers) >= INT_LIMIT))
-        _refuse(reason, message, fraction, REFUSED_VALUE, None, column, f"is not an integer ({spec.name})")
-        return np.where(reason == "", numbers, 0).astype(np.int64), reason != "", reason, message
-    return numbers.astype(spec.dtype), reason != "", reason, message
+    with np.errstate(invalid="ignore"):
+        fraction = usable & ((numbers != np.floor(numbers)) | (np.abs(numbers) >= INT_LIMIT))
+    refusals.refuse(fraction, REFUSED_VALUE, None, column, f"is not an integer ({spec.name})")
+    return np.where(usable & ~fraction, numbers, 0).astype(np.int64)
 
 
 def _as_float64(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -148,6 +153,12 @@ def _as_float64(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         column, _ = _decoded(column)
     elif not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         return np.full(rows, np.nan), np.zeros(rows, dtype=bool), ~np.asarray(column.is_null(), dtype=bool)
+    return cast_numbers(column) or matched_numbers(column)
+
+
+def matched_numbers(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """_as_float64 of a text column, cell by cell: a number is what CSV_NUMBER matches, as ingest reads them."""
+    rows = len(column)
     text = pc.utf8_trim_whitespace(column)
     blank = np.asarray(pc.fill_null(pc.equal(text, ""), True).to_numpy(zero_copy_only=False), dtype=bool)
     number = pc.fill_null(pc.match_substring_regex(text, CSV_NUMBER, ignore_case=True), False)
@@ -159,17 +170,18 @@ def _as_float64(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return values, blank, ~(blank | number_rows)
 
 
-def _refuse(reason: np.ndarray, message: np.ndarray, rows: np.ndarray, why: str, text: str | None,
-            column: pa.Array | None = None, suffix: str = "") -> None:
-    """Mark rows not yet refused; the message is `text`, or each row's value in `column` followed by `suffix` (read
-    for the refused rows only: converting whole columns to Python values cost more than scoring them)."""
-    fresh = rows & (reason == "")
-    reason[fresh] = why
-    if text is not None:
-        message[fresh] = text
-        return
-    for i in np.flatnonzero(fresh):
-        message[i] = f"{_short(column[int(i)].as_py())} {suffix}"
+def cast_numbers(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """_as_float64 without the regular expression, for the common column whose every cell is a number or empty
+    (four times faster); None where a cell is anything else. Arrow's cast accepts what CSV_NUMBER accepts, except
+    that it refuses surrounding blanks (then the regular expression decides) and reads "nan" (then it too)."""
+    try:
+        values = pc.cast(column, pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+    except pa.ArrowInvalid:
+        return None
+    blank = np.asarray(column.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if np.isnan(values).sum() != blank.sum():  # a "nan" cell: not a number to ingest
+        return None
+    return values, blank, np.zeros(len(column), dtype=bool)
 
 
 def _short(value, width: int = 40) -> str:
