@@ -130,15 +130,18 @@ class ScoreFiles(beam.DoFn):
         self._model = self._shared.acquire(lambda: _LoadedModel(path), tag=path)
 
     def process(self, source: dict):
-        for chunk in readers.chunks(source, self._plan["batch_size"]):
-            for tag, value in score_batches(self._model.fn, self._plan, source, chunk):
+        inputs = [rows.RawInput(**spec) for spec in self._plan["inputs"]]
+        typed_chunks = ((chunk, rows.typed_inputs(chunk.batch, inputs, chunk.several))
+                        for chunk in readers.chunks(source, self._plan["batch_size"]))
+        for chunk, typed in readers.read_ahead(typed_chunks):
+            for tag, value in score_batches(self._model.fn, self._plan, source, chunk, typed):
                 yield value if tag == PREDICTIONS else beam.pvalue.TaggedOutput(tag, value)
 
 
-def score_batches(model_fn, plan: dict, source: dict, chunk: readers.Chunk) -> Iterator[tuple[str, object]]:
-    """(tag, value) for one chunk: its predictions table, its rejects table, its PredictionLogs, its counts."""
-    inputs = [rows.RawInput(**spec) for spec in plan["inputs"]]
-    typed = rows.typed_inputs(chunk.batch, inputs, chunk.several)
+def score_batches(model_fn, plan: dict, source: dict, chunk: readers.Chunk,
+                  typed: rows.Typed) -> Iterator[tuple[str, object]]:
+    """(tag, value) for one chunk and its rows typed: its predictions table, its rejects table, its PredictionLogs,
+    its counts."""
     refused = [(int(chunk.positions[i]), reason, message, _row_text(chunk.batch, i))
                for i, reason, message in typed.refused]
     scored, answers = np.flatnonzero(typed.accepted), None

@@ -131,3 +131,49 @@ def _single_values(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
     if pa.types.is_large_binary(single.type) or pa.types.is_binary(single.type):
         single = pc.cast(single, pa.binary())
     return single, lengths > 1
+
+
+_DONE = object()
+
+
+def read_ahead(items: Iterator, depth: int = 2) -> Iterator:
+    """The items of an iterator made in a thread of its own, up to depth ahead of the caller: reading and typing
+    the next chunk (pyarrow, which releases the GIL) overlaps the model's call on this one (TensorFlow, which does
+    too). The thread's exception is raised here; closing the generator stops the thread."""
+    import queue
+    import threading
+
+    ready: queue.Queue = queue.Queue(depth)
+    stop = threading.Event()
+
+    def put(entry: tuple) -> bool:  # False once the caller has gone
+        while not stop.is_set():
+            try:
+                ready.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+            put((_DONE, None))
+        except BaseException as exc:  # noqa: BLE001  (re-raised in the caller's thread)
+            put((_DONE, exc))
+
+    thread = threading.Thread(target=produce, name="batch-predict-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, failure = ready.get()
+            if failure is not None:
+                raise failure
+            if item is _DONE:
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
