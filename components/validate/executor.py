@@ -35,6 +35,7 @@ from slipway.core import beam as beam_options
 from slipway.core.beam import storage as beam_storage
 from slipway.core.errors import SlipwayError, ValidationFailed, option_name
 from slipway.core.statistics import comparators, generators, thresholds
+from slipway.core.statistics import report as statistics_report
 from slipway.core.statistics.comparators import TRAIN
 
 STATS_FILE = "FeatureStats.pb"
@@ -162,11 +163,11 @@ def _split_statistics(examples_dir: str, split: str, stats_options):
 
 def _report_context(examples_dir: str, schema, stats: dict, meta: dict, found: dict[str, Any]) -> dict[str, Any]:
     """What the reports show: what was found, the examples' URI, the label, a row and a chart per feature."""
-    features = report.feature_rows(schema, stats, meta.get("label"), meta.get("label_classes"))
+    features = statistics_report.feature_rows(schema, stats, meta.get("label"), meta.get("label_classes"))
     # no chart for an identifier: a bar per value says nothing (its table row says what it is)
     charted = [row["feature"] for row in features if not row.get("identifier")]
     return {**found, "examples_dir": storage.shown_uri(examples_dir), "label": meta.get("label"),
-            "features": features, "distributions": report.distributions(stats, charted)}
+            "features": features, "distributions": statistics_report.distributions(stats, charted)}
 
 
 def run(
