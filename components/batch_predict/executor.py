@@ -27,7 +27,7 @@ from slipway.core import beam, progress, storage
 from slipway.core.artifacts import atomic_write_text, staged_output, write_json
 from slipway.core.beam import storage as beam_storage
 from slipway.core.errors import SlipwayError, ValidationFailed
-from slipway.core.statistics import thresholds
+from slipway.core.statistics import thresholds, training_data
 
 OUTPUT_FORMATS = ("parquet", "csv", "tfrecord")
 RESULT_FILE = "_batch_predict.json"  # "_": readers of the folder's data files (pyarrow, Spark) skip it
@@ -44,7 +44,7 @@ class Job:
     choice: beam.BeamChoice
     output_format: str
     batch_size: int
-    training: checking.TrainingData | None = None  # the data check's reference; None: no check
+    training: training_data.TrainingData | None = None  # the data check's reference; None: no check
 
 
 def run(*, model_dir: str | None = None, model_uri: str = "", examples_dir: str | None = None,
@@ -97,7 +97,7 @@ def _reference(job: Job, mode: str, lineage) -> dict:
     fail mode refuses in one line and warn mode says why the check is skipped."""
     if mode == checking.OFF:
         return {"mode": mode, "status": "off"}
-    found = checking.training_data_of(lineage, job.model.uri, [i.name for i in job.model.inputs])
+    found = training_data.training_data_of(lineage, job.model.uri, [i.name for i in job.model.inputs])
     if isinstance(found, str):
         if mode == checking.FAIL:
             raise SlipwayError(f"data_check fail: cannot check the rows: {found}")
@@ -110,7 +110,7 @@ def _reference(job: Job, mode: str, lineage) -> dict:
 def _checked(job: Job, statistics, skew: dict, drift: dict, default_drift: float | None, mode: str) -> dict:
     """The data check's outcome; in fail mode anomalies raise ValidationFailed (inside the staged outputs: no
     predictions are left behind)."""
-    anomalies = checking.compare(job.training, statistics, skew, drift, default_drift)
+    anomalies = training_data.compare(job.training, statistics, checking.SCORING_SPLIT, skew, drift, default_drift)
     if anomalies and mode == checking.FAIL:
         raise ValidationFailed(checking.failure_line(anomalies, job.model.path))
     return {"status": "anomalies" if anomalies else "passed", "anomalies": anomalies, "skew": skew, "drift": drift,
@@ -138,7 +138,7 @@ def _score(job: Job, predicted, refused) -> tuple[dict, object]:
             pipeline.run(_plan(job, model_path), [_for_workers(s, paths) for s in job.sources], written,
                          choice.args)
         counts = json.loads(storage.read_text(written["counts"]))
-        statistics = checking.read_statistics(written["statistics"]) if job.training is not None else None
+        statistics = training_data.read_statistics(written["statistics"]) if job.training is not None else None
         paths.collect(written["predictions"], predicted)
         paths.collect(written["rejects"], refused)
     _check_counts(counts)
@@ -164,7 +164,7 @@ def _plan(job: Job, model_path: str) -> dict:
             "task": model.task, "classes": model.classes, "inputs": [vars(i) for i in model.inputs],
             "key_schema": job.key_schema, "output_format": job.output_format, "batch_size": job.batch_size,
             "statistics_schema": job.training.schema if job.training is not None else None,
-            "statistics_kinds": checking.feature_kinds(job.training.schema) if job.training is not None else None}
+            "statistics_kinds": training_data.feature_kinds(job.training.schema) if job.training is not None else None}
 
 
 def _check_counts(counts: dict) -> None:

@@ -16,8 +16,9 @@ import numpy as np
 import pyarrow as pa
 from apache_beam.utils import shared
 
-from slipway.components.batch_predict import data_check, readers, rows
 from slipway.components.batch_predict import outputs as prediction_outputs
+from slipway.components.batch_predict import readers, rows
+from slipway.core.statistics import training_data
 
 PREDICTIONS, REJECTS, LOGS, COUNTS, STATISTICS = "predictions", "rejects", "logs", "counts", "statistics"
 REJECT_FIELDS = [pa.field("source_file", pa.string()), pa.field("source_row", pa.int64()),
@@ -157,7 +158,7 @@ def score_batches(model_fn, plan: dict, source: dict, chunk: readers.Chunk,
     if len(scored):
         yield PREDICTIONS, _predictions(plan, chunk, scored, answers)
         if plan["statistics_kinds"]:
-            yield STATISTICS, data_check.statistics_batch(typed.inputs, plan["statistics_kinds"])
+            yield STATISTICS, training_data.statistics_batch(typed.inputs, plan["statistics_kinds"])
         if plan["output_format"] == "tfrecord":
             for n, row in enumerate(scored):
                 request = chunk.examples[row] if chunk.examples else prediction_outputs.example_bytes(typed.inputs, n)
