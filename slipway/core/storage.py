@@ -96,6 +96,17 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         f.write(text)
 
 
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """A whole file at once (on an object store: one object, there complete or not at all)."""
+    if not is_remote(path):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(data)
+        return
+    ensure_filesystems(path)
+    with _gfile().GFile(str(path), "wb") as f:
+        f.write(data)
+
+
 def exists(path: str | os.PathLike) -> bool:
     if not is_remote(path):
         return Path(path).exists()

@@ -27,6 +27,10 @@ def add_serve_parser(commands) -> None:
     serve.add_argument("--workers", type=int, default=1,
                        help="server processes sharing the port, each with the model loaded (default 1; one per core "
                             "answers the most requests a second)")
+    serve.add_argument("--log-payloads", default="", metavar="DEST",
+                       help="log every answered row (its inputs, the answer, the model version, the time) as "
+                            "Parquet files under DEST, a folder or s3:// prefix, for `slipway monitor` (default: "
+                            "off; a failing store drops rows, never requests)")
     serve.add_argument("--stop", action="store_true", help="stop the server kept running for this model instead")
 
 
@@ -82,9 +86,11 @@ def serve_command(args) -> int:
         try:
             server = process.start_server(base, name, port=args.port, host=args.host,
                                           poll_seconds=args.poll_seconds, log_file=log_file, state_file=state,
-                                          workers=args.workers)
+                                          workers=args.workers, log_payloads=_payload_dest(args.log_payloads))
             print(f"serving {name} version {versions[-1]} at {server.url} (Ctrl-C stops it; new versions pushed "
                   f"to {base} are picked up)", flush=True)
+            if args.log_payloads:
+                print(f"  logging every answered row under {args.log_payloads}", flush=True)
             print(f"  curl -s {server.url}/v1/models/{name}:predict -d '{{\"signature_name\": \"serving_raw\", "
                   f"\"instances\": [...]}}'", flush=True)
             _wait_while_alive(server)
@@ -93,6 +99,17 @@ def serve_command(args) -> int:
                 server.stop()
                 print(f"\nstopped the server at {server.url}", flush=True)
     return 0
+
+
+def _payload_dest(dest: str) -> str:
+    """--log-payloads as the server takes it: an absolute folder (the server's working folder is not ours), or the
+    object store URI as given."""
+    if not dest or "://" in dest:
+        return dest
+    path = Path(dest).resolve()
+    if path.exists() and not path.is_dir():
+        raise SlipwayError(f"serve --log-payloads {dest}: a file, not a folder")
+    return str(path)
 
 
 def serve_until_interrupted(deployment: dict) -> None:

@@ -12,6 +12,7 @@ from kserve import InferRequest, Model
 from kserve.errors import ModelNotReady
 
 from slipway.serving import layout
+from slipway.serving.payload_log import PayloadLog
 from slipway.serving.protocol import (
     row_count,
     select_signature,
@@ -37,6 +38,7 @@ class SavedModelServer(Model):
         self.failed: dict[int, str] = {}  # version -> why it did not load (shown in the metadata)
         self._last_problem = ""
         self.on_version: Callable[[int | None], None] = lambda number: None
+        self.payload_log: PayloadLog | None = None  # --log-payloads: every answered row, written in the background
 
     @property
     def version(self) -> int | None:
@@ -115,11 +117,15 @@ class SavedModelServer(Model):
         if isinstance(payload, InferRequest):
             sig = select_signature(served.signatures, v2_signature_name(payload))
             arrays = v2_arrays(payload, sig)
-            outputs = await sig.batcher.run(arrays, row_count(arrays))
+            rows = row_count(arrays)
+            outputs = await sig.batcher.run(arrays, rows)
             result = v2_response(payload, self.name, served.number, outputs)
         else:
             sig, arrays, rows, row_format = v1_request(payload, served.signatures)
-            result = v1_response(await sig.batcher.run(arrays, rows), row_format)
+            outputs = await sig.batcher.run(arrays, rows)
+            result = v1_response(outputs, row_format)
+        if self.payload_log is not None:
+            self.payload_log.record(sig.name, served.number, arrays, outputs, rows)
         if response_headers is not None:
             response_headers[VERSION_HEADER] = str(served.number)
         return result

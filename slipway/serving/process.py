@@ -74,12 +74,15 @@ def start_server(
     fast_path: bool = True,
     access_log: bool = False,
     tf_threads: int | None = None,
+    log_payloads: str = "",
+    log_flush_seconds: float | None = None,
 ) -> ServerProcess:
     """Run the model server on model_base and wait until it answers; its output goes to log_file (a temporary
     file when None). detach=True puts it in a session of its own, so it outlives the caller. version: serve that
     version only (None: the highest, following the base). workers: server processes sharing the port (the server's
     --workers); returns once every one of them listens. fast_path False: the server's --no-fast-path; access_log:
-    its --access-log; tf_threads: its --tf-threads (None: its default)."""
+    its --access-log; tf_threads: its --tf-threads (None: its default); log_payloads, log_flush_seconds: its
+    --log-payloads and --log-flush-seconds (payload_log.py)."""
     command = [serving_python(), "-m", "slipway.serving.server", "--model-base", str(model_base), "--name", name,
                "--port", str(port), "--host", host, "--poll-seconds", str(poll_seconds)]
     if state_file:
@@ -94,6 +97,10 @@ def start_server(
         command.append("--access-log")
     if tf_threads is not None:
         command += ["--tf-threads", str(tf_threads)]
+    if log_payloads:
+        command += ["--log-payloads", str(log_payloads)]
+    if log_flush_seconds is not None:
+        command += ["--log-flush-seconds", str(log_flush_seconds)]
     if log_file is None:
         handle, log_file = tempfile.mkstemp(prefix=f"slipway-serving-{name}-", suffix=".log")
         os.close(handle)

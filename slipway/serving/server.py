@@ -2,7 +2,7 @@
 
     python -m slipway.serving.server --model-base BASE --name NAME [--port 8080] [--host 127.0.0.1]
         [--poll-seconds 1.0] [--state-file PATH] [--version N] [--workers 1] [--tf-threads N] [--access-log]
-        [--no-fast-path]
+        [--log-payloads DEST] [--log-flush-seconds S] [--no-fast-path]
 
 Serves the highest complete version under BASE (`<BASE>/<version>/saved_model.pb`, a local folder or s3:// URI)
 as one kserve.Model behind kserve's own REST server, and watches BASE every poll-seconds: a higher version is
@@ -62,7 +62,7 @@ from fastapi.exceptions import FastAPIDeprecationWarning
 import slipway  # noqa: F401  (environment defaults before tensorflow)
 from slipway.core import lifecycle
 from slipway.core.errors import SlipwayError
-from slipway.serving import layout
+from slipway.serving import layout, payload_log
 
 # kserve.model_server parses sys.argv at import (parse_known_args, abbreviations allowed: our --model-base would
 # set its --model_name), so it must not see ours: these modules are the first to import kserve.
@@ -95,6 +95,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="TensorFlow's intra- and inter-op threads per process (default: the cores divided "
                              "among the workers, at least 1; 0: TensorFlow's own choice)")
     parser.add_argument("--access-log", action="store_true", help="log a line per request (uvicorn's access log)")
+    parser.add_argument("--log-payloads", default="", metavar="DEST",
+                        help="log every answered row (inputs, answer, version, time) as Parquet under DEST, a folder "
+                             "or s3:// prefix, in the background (default: off; payload_log.py)")
+    parser.add_argument("--log-flush-seconds", type=float, default=payload_log.FLUSH_SECONDS,
+                        help="the longest a logged row waits to be written (default %(default)s)")
     parser.add_argument("--no-fast-path", dest="fast_path", action="store_false",
                         help="every request through kserve's FastAPI routes and uvicorn's own writes")
     args = parser.parse_args(argv)
@@ -113,6 +118,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.version and not (args.version.isdigit() and int(args.version) > 0):
         parser.error(f"--version {args.version!r}: a version number (1, 2, ...) or empty for the highest")
     args.version = int(args.version) if args.version else None
+    if args.log_flush_seconds <= 0:
+        parser.error("--log-flush-seconds must be positive")
+    if args.log_payloads and "://" not in args.log_payloads and os.path.isfile(args.log_payloads):
+        parser.error(f"--log-payloads {args.log_payloads}: a file, not a folder")
     if args.state_file and not os.path.isdir(os.path.dirname(os.path.abspath(args.state_file))):
         parser.error(f"--state-file {args.state_file}: its folder does not exist")
     return args
@@ -217,6 +226,9 @@ def serve(args: argparse.Namespace, sock: socket.socket | None, worker: int = 0)
                                                                 "host": args.host, "name": args.name,
                                                                 "model_base": args.model_base})
     model.on_version = lambda number: state.write(version=number)
+    if args.log_payloads:
+        model.payload_log = payload_log.PayloadLog(args.log_payloads, args.name,
+                                                   flush_seconds=args.log_flush_seconds).start()
     server = build_server(model, fast_path=args.fast_path, access_log=args.access_log)
     stop = threading.Event()
 
@@ -233,6 +245,8 @@ def serve(args: argparse.Namespace, sock: socket.socket | None, worker: int = 0)
         server.run(sockets=[sock])
     finally:
         stop.set()
+        if model.payload_log is not None:
+            model.payload_log.close()
         state.remove()
     return 0
 
