@@ -1,7 +1,7 @@
 """Slipway's KFP components, for composing your own pipelines:
 
     from slipway.components import IngestOp, ValidateOp, TransformOp, TuneOp, TrainOp, ResolveBaselineOp, EvaluateOp,
-        DeployOp, BatchPredictOp
+        DeployOp, BatchPredictOp, MonitorOp
 
 Each is a folder: component.py the KFP interface (inputs, outputs, their descriptions; its body only hands its
 arguments to step.py), step.py the executor inside a Step (lineage, the KFP UI's artifacts, the console line),
@@ -15,7 +15,7 @@ import importlib
 # Every component, once, in the order a pipeline runs them: each is the package slipway.components.<name> with its
 # component.py (the KFP function <name>), step.py and executor.py.
 COMPONENTS = ("ingest", "validate", "transform", "tune", "train", "resolve_baseline", "evaluate", "deploy",
-              "batch_predict")
+              "batch_predict", "monitor")
 # Lazy (PEP 562): inside a running component, KFP sets KFP_RUNTIME and kfp.dsl has no `component` decorator, so
 # importing an executor (slipway.components.<name>.executor) must not import every component.py.
 _EXPORTS = {"".join(part.title() for part in name.split("_")) + "Op": name for name in COMPONENTS}

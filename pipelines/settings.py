@@ -50,7 +50,8 @@ SCORING = "scoring_pipeline"
 TABULARS = (TABULAR, TABULAR_TUNED)
 TRAINING_PIPELINES = (TABULAR, TABULAR_TUNED, IMAGES)
 # The components each pipeline composes (pipelines/training.compose: tune only with a search spec).
-TRAINING = tuple(c for c in COMPONENTS if c != "batch_predict")  # batch_predict scores with a model trained before
+# batch_predict scores with a model trained before; monitor checks what a served model answered
+TRAINING = tuple(c for c in COMPONENTS if c not in ("batch_predict", "monitor"))
 COMPOSED = {TABULAR: tuple(c for c in TRAINING if c != "tune"), TABULAR_TUNED: TRAINING,
             IMAGES: tuple(c for c in TRAINING if c != "tune"), SCORING: ("resolve_baseline", "batch_predict")}
 # Parameters only one kind of data takes: CSV/Parquet columns and distances, or image formats.

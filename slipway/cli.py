@@ -1,7 +1,7 @@
-"""`slipway` command line: run | serve | predict | compile | authoring | catalog | lineage | render | data |
-images | tensorboard | upload | submit | terminate | schedule | schedules | unschedule. Each subcommand is a module
-with its flags and its command (slipway/commands/, and the serving, images, delivery, render and tensorboard
-modules); this file only lists them."""
+"""`slipway` command line: run | serve | predict | score | monitor | compile | authoring | catalog | lineage |
+render | data | images | tensorboard | upload | submit | terminate | schedule | schedules | unschedule. Each
+subcommand is a module with its flags and its command (slipway/commands/, and the serving, images, delivery,
+render and tensorboard modules); this file only lists them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import argparse
 import sys
 
 import slipway  # noqa: F401  (environment defaults before tensorflow)
-from slipway.commands import authoring, catalog, data, lineage, run, score
+from slipway.commands import authoring, catalog, data, lineage, monitor, run, score
 from slipway.commands import compile as compile_command
 from slipway.core.errors import SlipwayError
 
@@ -30,6 +30,7 @@ def _subcommands() -> list:
         (serving.add_serve_parser, {"serve": serving.serve_command}),
         (serving.add_predict_parser, {"predict": serving.predict_command}),
         (score.add_parser, {"score": score.command}),
+        (monitor.add_parser, {"monitor": monitor.command}),
         (images.add_images_parser, {"images": images.images_command}),
         (delivery.add_delivery_parsers, delivery.DELIVERY_COMMANDS),  # upload, submit, ..., unschedule
         (tensorboard.add_tensorboard_parser, {"tensorboard": tensorboard.tensorboard_command}),

@@ -22,6 +22,7 @@ from slipway.components import (
     DeployOp,
     EvaluateOp,
     IngestOp,
+    MonitorOp,
     ResolveBaselineOp,
     TrainOp,
     TransformOp,
@@ -32,7 +33,7 @@ from slipway.pipelines import scoring, training
 RUNTIME_ONLY = ("tensorflow", "tensorflow_transform", "tensorflow_model_analysis", "apache_beam", "ml_metadata")
 COMPONENT_FUNCTIONS = {"IngestOp": "ingest", "ValidateOp": "validate", "TransformOp": "transform", "TuneOp": "tune",
                        "TrainOp": "train", "ResolveBaselineOp": "resolve_baseline", "EvaluateOp": "evaluate",
-                       "DeployOp": "deploy", "BatchPredictOp": "batch_predict"}
+                       "DeployOp": "deploy", "BatchPredictOp": "batch_predict", "MonitorOp": "monitor"}
 VALIDATE_YAML = Path(slipway_components.__file__).parent / "validate" / "component.yaml"
 validate_from_yaml = components.load_component_from_file(str(VALIDATE_YAML))
 
@@ -68,6 +69,10 @@ def churn_training(data: str = "s3://mlpipeline/churn/raw.csv", module_file: str
     ValidateOp(examples=ingest.outputs["examples"], allow_anomalies=True)  # also composable from Python
     # Optional inputs: the examples given, the blessing left out.
     BatchPredictOp(model=train.outputs["model"], examples=ingest.outputs["examples"], splits="eval")
+    # A returned decision a pipeline branches on.
+    check = MonitorOp(payload_logs="s3://logs/payloads", model_name="churn", model_base="s3://models/churn")
+    with dsl.If(check.outputs["drifted"] == True):  # noqa: E712  (a KFP condition, not a Python comparison)
+        IngestOp(data="s3://warehouse/churn/latest.csv", label="churned")
 
 
 def main(out: Path) -> None:

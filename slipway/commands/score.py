@@ -9,9 +9,10 @@ import json
 import os
 import shutil
 import tempfile
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from slipway.commands import single_step
+from slipway.commands.single_step import StepArtifact
 
 SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".gz": "tfrecord", ".tfrecord": "tfrecord"}
 
@@ -49,34 +50,20 @@ def add_parser(commands) -> None:
     parser.add_argument("--lineage-store", default="", help="lineage store URI (default: the workdir's)")
 
 
-@dataclass
-class _Artifact:
-    """A KFP artifact as the step sees one: where it is written (path) and what lineage calls it (uri)."""
-
-    path: str
-    uri: str
-    metadata: dict = field(default_factory=dict)
-
-
 def command(args: argparse.Namespace) -> int:
     from slipway.components.batch_predict import report, step
 
     output = Path(args.output).resolve()
     single = _output_format(output) is not None
     fmt = args.format or _output_format(output) or "parquet"
-    store = args.lineage_store or _workdir_store(Path(args.workdir))
+    store = args.lineage_store or single_step.workdir_store(Path(args.workdir))
     output.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{output.name}-", dir=output.parent))
     names = _names(output, single)
     try:
         arguments = _arguments(args, fmt, store, scratch, names)
-        previous = {k: os.environ.get(k) for k in ("SLIPWAY_RUN_ID", "SLIPWAY_PIPELINE")}
-        os.environ.update(SLIPWAY_RUN_ID=f"score-{uuid.uuid4().hex[:12]}", SLIPWAY_PIPELINE="slipway-score")
-        try:
+        with single_step.own_run("score"):
             step.run(arguments)
-        finally:
-            for key, value in previous.items():
-                os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
         result = json.loads((scratch / "predictions" / "_batch_predict.json").read_text())
         _place(scratch, names, single, fmt)
     finally:
@@ -94,11 +81,6 @@ def _output_format(output: Path) -> str | None:
     return SUFFIXES.get(output.suffix.lower())
 
 
-def _workdir_store(workdir: Path) -> str:
-    summary = workdir / "summary.json"
-    return str(json.loads(summary.read_text()).get("lineage_store") or "") if summary.is_file() else ""
-
-
 def _names(output: Path, single: bool) -> dict[str, Path]:
     """Where the predictions, the rejects and the summary end up."""
     if not single:
@@ -112,11 +94,11 @@ def _arguments(args: argparse.Namespace, fmt: str, store: str, scratch: Path, na
     """The component's arguments: outputs in the scratch folder, recorded under their final names."""
     examples = str(Path(args.examples).resolve()) if args.examples else None
     return {
-        "predictions": _Artifact(str(scratch / "predictions"), str(names["predictions"])),
-        "rejects": _Artifact(str(scratch / "rejects"), str(names["rejects"])),
-        "summary": _Artifact(str(scratch / "summary.md"), str(names["summary"])),
-        "model": None, "examples": examples and _Artifact(examples, examples),
-        "blessing": _Artifact(args.blessing, args.blessing) if args.blessing else None,
+        "predictions": StepArtifact(str(scratch / "predictions"), str(names["predictions"])),
+        "rejects": StepArtifact(str(scratch / "rejects"), str(names["rejects"])),
+        "summary": StepArtifact(str(scratch / "summary.md"), str(names["summary"])),
+        "model": None, "examples": examples and StepArtifact(examples, examples),
+        "blessing": StepArtifact(args.blessing, args.blessing) if args.blessing else None,
         "model_uri": _absolute(args.model), "data": _absolute(args.data or ""), "data_format": args.data_format,
         "splits": args.splits,
         "key_columns": args.key_columns, "output_format": fmt, "batch_size": args.batch_size,

@@ -85,22 +85,10 @@ def start_server(
     --log-payloads and --log-flush-seconds (payload_log.py)."""
     command = [serving_python(), "-m", "slipway.serving.server", "--model-base", str(model_base), "--name", name,
                "--port", str(port), "--host", host, "--poll-seconds", str(poll_seconds)]
-    if state_file:
-        command += ["--state-file", str(state_file)]
-    if version is not None:
-        command += ["--version", str(version)]
-    if workers != 1:
-        command += ["--workers", str(workers)]
-    if not fast_path:
-        command.append("--no-fast-path")
-    if access_log:
-        command.append("--access-log")
-    if tf_threads is not None:
-        command += ["--tf-threads", str(tf_threads)]
-    if log_payloads:
-        command += ["--log-payloads", str(log_payloads)]
-    if log_flush_seconds is not None:
-        command += ["--log-flush-seconds", str(log_flush_seconds)]
+    command += _optional_flags({"--state-file": state_file or None, "--version": version,
+                                "--workers": workers if workers != 1 else None, "--no-fast-path": not fast_path,
+                                "--access-log": access_log, "--tf-threads": tf_threads,
+                                "--log-payloads": log_payloads or None, "--log-flush-seconds": log_flush_seconds})
     if log_file is None:
         handle, log_file = tempfile.mkstemp(prefix=f"slipway-serving-{name}-", suffix=".log")
         os.close(handle)
@@ -124,6 +112,17 @@ def start_server(
         raise
     return ServerProcess(process.pid, fields["url"], port, name, str(model_base), int(fields["version"]),
                          str(log_file), process)
+
+
+def _optional_flags(values: dict) -> list[str]:
+    """The server's flags for the values given: True is a bare flag, None and False leave it out."""
+    flags: list[str] = []
+    for flag, value in values.items():
+        if value is True:
+            flags.append(flag)
+        elif value is not None and value is not False:
+            flags += [flag, str(value)]
+    return flags
 
 
 def _wait_ready(process: subprocess.Popen, log_file: str, offset: int, timeout: float) -> dict:

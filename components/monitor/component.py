@@ -1,0 +1,57 @@
+"""The KFP interface of monitor, written by `slipway compile` from spec.py (change that, then compile):
+its body hands the arguments to step.py."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import HTML, Artifact, Markdown, Output
+
+from slipway.core.images import RUNTIME_IMAGE
+
+
+@dsl.component(base_image=RUNTIME_IMAGE, install_kfp_package=False)
+def monitor(
+    statistics: Output[Artifact],
+    report: Output[HTML],
+    summary: Output[Markdown],
+    payload_logs: str = "",
+    model_name: str = "",
+    model_base: str = "",
+    window_hours: float = 24.0,
+    window_end: str = "",
+    min_rows: int = 1000,
+    skew_thresholds: str = "{}",
+    drift_thresholds: str = "{}",
+    default_drift_threshold: float = 0.05,
+    lineage_store: str = "",
+) -> NamedTuple("Outputs", drifted=bool, drifted_features=str):
+    """Check the rows a served model answered in a time window (its payload log) against the training data
+    of the version that answered them, found through lineage: drift per feature and a retrain decision.
+
+    Args:
+        payload_logs: Where the model server logs its payloads (--log-payloads): a folder or s3://.
+        model_name: The served model's name: its folder in the payload log.
+        model_base: The model base it serves: each version's push record names the model whose training data is
+            compared.
+        window_hours: The window's length in hours, ending at window_end.
+        window_end: The window's end (ISO 8601, UTC unless it names a zone); empty: now.
+        min_rows: Rows a version must have answered in the window to be judged.
+        skew_thresholds: JSON {feature: threshold}: skew of the served rows against the train split.
+        drift_thresholds: JSON {feature: threshold}: drift of the served rows from the train split.
+        default_drift_threshold: Drift threshold for the features not listed; below 0 judges only the listed ones.
+        lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
+            locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
+            environment variable, else nothing is recorded (said once).
+
+    Returns:
+        statistics: TFDV statistics of the served rows per version (Split-served_v<N>) and monitoring.json (the
+            decision).
+        report: Per feature, the training data against the served rows: a table and a chart each.
+        summary: The decision, the window, the rows per version and each version's anomalies.
+        drifted: Whether any feature of a judged version drifted past its threshold.
+        drifted_features: The drifted features, comma-separated; empty when none.
+    """
+    arguments = dict(locals())  # the parameters, before anything else is bound
+    from slipway.components.monitor import step
+
+    return step.run(arguments)

@@ -1,0 +1,174 @@
+"""Monitor: the rows a served model answered in a time window (its payload log), their TFDV statistics, and their
+comparison with the training data of the model version that answered them (found through lineage: the version's
+push record names train's model, whose schema and train statistics validate recorded), with validate's drift and
+skew comparators and thresholds. The decision: drifted, and which features."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from slipway.components.monitor import logs, report
+from slipway.core.artifacts import atomic_write_text, staged_output
+from slipway.core.errors import SlipwayError
+from slipway.core.statistics import thresholds, training_data
+from slipway.serving import layout
+
+RESULT_FILE = "monitoring.json"  # beside the served rows' statistics: the decision and the anomalies
+DECIDING_KINDS = ("drift", "skew")  # comparator anomalies decide; a schema anomaly is reported, not deciding
+CHUNK_ROWS = 8192
+
+
+@dataclass
+class Served:
+    """One model version's rows in the window, compared with its training data."""
+
+    version: int
+    rows: int
+    model: str  # train's model the version was pushed from
+    training: training_data.TrainingData
+    statistics: object  # DatasetFeatureStatisticsList of the served rows
+    anomalies: list[dict]
+    divergences: dict[str, float]  # numeric feature -> Jensen-Shannon divergence from the training deciles
+
+    @property
+    def split(self) -> str:
+        return f"served_v{self.version}"
+
+    @property
+    def drifted_features(self) -> list[str]:
+        return sorted({a["feature"] for a in self.anomalies if a["kind"] in DECIDING_KINDS and a["feature"]})
+
+
+def run(*, payload_logs: str, model_name: str, model_base: str, statistics_dir: str, report_path: str = "",
+        summary_path: str = "", window_hours: float = 24.0, window_end: str = "", min_rows: int = 1000,
+        skew_thresholds: dict | str = "{}", drift_thresholds: dict | str = "{}",
+        default_drift_threshold: float = 0.05, lineage=None) -> dict:
+    """Compare the window's served rows with each serving version's training data; returns what
+    monitoring.json records (the decision, the rows per version, the anomalies)."""
+    if min_rows < 1:
+        raise SlipwayError(f"min_rows {min_rows}: at least 1")
+    if not model_name:
+        raise SlipwayError("model_name: empty (the served model's name: the payload log's folder under payload_logs)")
+    skew = thresholds.parse_thresholds("skew_thresholds", skew_thresholds)
+    drift = thresholds.parse_thresholds("drift_thresholds", drift_thresholds)
+    default_drift = thresholds.default_drift(default_drift_threshold)
+    span = logs.window(window_hours, window_end)
+    table, folders = logs.read_window(payload_logs, model_name, span)
+    counts = logs.versions(table) if table is not None else {}
+    enough = {v: n for v, n in sorted(counts.items()) if n >= min_rows}
+    served = [_compare(table, v, n, model_base, lineage, skew, drift, default_drift) for v, n in enough.items()]
+    result = _decision(served, counts, min_rows, span, folders)
+    result.update(payload_logs=payload_logs, model_name=model_name, model_base=model_base,
+                  thresholds={"skew": skew, "drift": drift, "default_drift": default_drift})
+    _write(statistics_dir, report_path, summary_path, served, result)
+    return result
+
+
+def _compare(table: pa.Table, version: int, rows: int, base: str, lineage, skew: dict, drift: dict,
+             default_drift: float | None) -> Served:
+    """One version's rows against its training data (one line when lineage cannot name it)."""
+    from slipway.core.statistics import generators
+
+    source = layout.push_record(base, version).get("source")
+    if not source:
+        raise SlipwayError(f"model_base {base}: version {version} served {rows:,} rows in the window but has no push "
+                           "record naming the model it was pushed from (pushed by Slipway's deploy?)")
+    rows_table = logs.of_version(table, version)
+    found = training_data.training_data_of(lineage, str(source), rows_table.column_names)
+    if isinstance(found, str):
+        raise SlipwayError(f"monitor: cannot compare version {version} of {base}: {found}")
+    kinds = training_data.feature_kinds(found.schema)
+    split = f"served_v{version}"
+    values = _inputs(rows_table, kinds)
+    batches = (training_data.statistics_batch({n: v[start:start + CHUNK_ROWS] for n, v in values.items()}, kinds)
+               for start in range(0, rows_table.num_rows, CHUNK_ROWS))
+    statistics = generators.statistics_of(batches, generators.stats_options(found.schema), split)
+    anomalies, divergences = _anomalies(found, statistics, values, split, skew, drift, default_drift)
+    return Served(version, rows, str(source), found, statistics, anomalies, divergences)
+
+
+def _anomalies(found: training_data.TrainingData, statistics, values: dict[str, np.ndarray], split: str,
+               skew: dict, drift: dict, default_drift: float | None) -> tuple[list[dict], dict[str, float]]:
+    """The schema's anomalies and the categorical features' L-infinity distances through validate's comparators;
+    the numeric features' Jensen-Shannon divergence on the training deciles (core/statistics/numeric_drift.py:
+    TFDV's approximation flagged a random sample of the training rows)."""
+    from slipway.core.statistics import numeric_drift
+    from slipway.core.statistics.comparators import is_categorical
+
+    categorical = {f.name for f in found.schema.feature if is_categorical(f)}
+    drift_all = dict(drift)
+    if default_drift is not None:
+        drift_all.update({f.name: default_drift for f in found.schema.feature if f.name not in drift})
+    anomalies = training_data.compare(found, statistics, split, {f: t for f, t in skew.items() if f in categorical},
+                                      {f: t for f, t in drift_all.items() if f in categorical}, None)
+    judged = {f: tuple((kind, t[f]) for kind, t in (("drift", drift_all), ("skew", skew)) if f in t)
+              for f in {*drift_all, *skew} - categorical}
+    numeric, divergences = numeric_drift.anomalies(found.schema, found.statistics, values, split, judged)
+    return anomalies + numeric, divergences
+
+
+def _inputs(rows: pa.Table, kinds: dict[str, str]) -> dict[str, np.ndarray]:
+    """The logged columns as statistics_batch takes them: text ("" where missing), numbers (NaN where missing);
+    a feature the requests never carried is missing in every row."""
+    out = {}
+    for name, kind in kinds.items():
+        column = rows.column(name).combine_chunks() if name in rows.column_names else pa.nulls(rows.num_rows)
+        if kind == "bytes":
+            out[name] = np.asarray(_text(column).fill_null("").to_numpy(zero_copy_only=False), dtype=object)
+        else:
+            numbers = pc.cast(column, pa.float64()) if not pa.types.is_null(column.type) else \
+                pa.nulls(len(column), pa.float64())
+            out[name] = numbers.fill_null(np.nan).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _text(column: pa.Array) -> pa.Array:
+    if pa.types.is_string(column.type):
+        return column
+    try:
+        return pc.cast(column, pa.string())
+    except pa.ArrowInvalid:  # bytes that are not UTF-8: shown with replacement characters, still counted
+        return pa.array([None if v is None else v.decode("utf-8", "replace") for v in column.to_pylist()],
+                        pa.string())
+
+
+def _decision(served: list[Served], counts: dict[int, int], min_rows: int, span: logs.Window,
+              folders: list[str]) -> dict:
+    drifted = sorted({f for s in served for f in s.drifted_features})
+    total = sum(counts.values())
+    if not served:
+        decision = (f"no drift decided: {total:,} rows in the window ({span.describe()}), fewer than min_rows "
+                    f"{min_rows:,} for any version")
+        status = "too_few_rows"
+    elif drifted:
+        decision = f"drifted: {', '.join(drifted)} ({total:,} rows, {span.describe()})"
+        status = "drifted"
+    else:
+        decision = f"no drift ({total:,} rows, {span.describe()})"
+        status = "no_drift"
+    return {"drifted": bool(drifted), "drifted_features": drifted, "status": status, "decision": decision,
+            "rows": total, "window": {"start": span.start.isoformat(), "end": span.end.isoformat()},
+            "folders": folders, "rows_per_version": {str(v): n for v, n in sorted(counts.items())},
+            "versions": [{"version": s.version, "rows": s.rows, "model": s.model, "schema": s.training.schema_uri,
+                          "training_statistics": s.training.statistics_uri, "drifted_features": s.drifted_features,
+                          "divergences": s.divergences, "anomalies": s.anomalies} for s in served]}
+
+
+def _write(statistics_dir: str, report_path: str, summary_path: str, served: list[Served], result: dict) -> None:
+    """The served rows' statistics (validate's layout: Split-<split>/FeatureStats.pb) with monitoring.json, and
+    the reports; each written whole."""
+    with staged_output(statistics_dir) as out:
+        for s in served:
+            split_dir = Path(out) / f"Split-{s.split}"
+            split_dir.mkdir(parents=True)
+            (split_dir / training_data.STATISTICS_FILE).write_bytes(s.statistics.SerializeToString())
+        (Path(out) / RESULT_FILE).write_text(json.dumps(result, indent=1, default=str) + "\n", encoding="utf-8")
+    for path, text in ((report_path, report.html_report(served, result)), (summary_path, report.markdown(result))):
+        if path:
+            atomic_write_text(path, text)

@@ -1,0 +1,55 @@
+"""The interface of monitor, written once: its outputs, parameters and returned decision (component.py and the
+step's arguments are made from it)."""
+
+from slipway.core import descriptions
+from slipway.core.component_spec import ComponentSpec, Out, Param, Returns
+
+
+def summary(record) -> dict:
+    """summary.json's monitoring: the decision, the drifted features, the rows, where the statistics are."""
+    if record is None or record.state != "COMPLETE":
+        return {"monitoring": None}
+    from slipway.core.step_facts import decoded
+
+    out = next((o for o in record.outputs if o.name == "statistics"), None)
+    meta = out.properties if out is not None else {}
+    return {"monitoring": {"uri": out.uri if out is not None else None, "decision": meta.get("decision"),
+                           "drifted": meta.get("drifted") in (True, "True", "true", 1),
+                           "drifted_features": decoded(meta.get("drifted_features")) or [], "rows": meta.get("rows")}}
+
+
+SPEC = ComponentSpec(
+    name="monitor",
+    doc=(
+        "Check the rows a served model answered in a time window (its payload log) against the training data\n"
+        "of the version that answered them, found through lineage: drift per feature and a retrain decision."
+    ),
+    fields=(
+        Out("statistics", "Artifact", (
+            "TFDV statistics of the served rows per version (Split-served_v<N>) and monitoring.json (the decision)."),
+            lineage_type="ExampleStatistics"),
+        Out("report", "HTML", "Per feature, the training data against the served rows: a table and a chart each."),
+        Out("summary", "Markdown", "The decision, the window, the rows per version and each version's anomalies."),
+        Param("payload_logs", str, "Where the model server logs its payloads (--log-payloads): a folder or s3://.",
+              default=""),
+        Param("model_name", str, "The served model's name: its folder in the payload log.", default=""),
+        Param("model_base", str, (
+            "The model base it serves: each version's push record names the model whose training data is compared."),
+              default=""),
+        Param("window_hours", float, "The window's length in hours, ending at window_end.", default=24.0),
+        Param("window_end", str, "The window's end (ISO 8601, UTC unless it names a zone); empty: now.", default=""),
+        Param("min_rows", int, "Rows a version must have answered in the window to be judged.", default=1000),
+        Param("skew_thresholds", str, "JSON {feature: threshold}: skew of the served rows against the train split.",
+              default="{}"),
+        Param("drift_thresholds", str, "JSON {feature: threshold}: drift of the served rows from the train split.",
+              default="{}"),
+        Param("default_drift_threshold", float,
+              "Drift threshold for the features not listed; below 0 judges only the listed ones.", default=0.05),
+        Param("lineage_store", str, descriptions.LINEAGE_STORE, default="", executor=False, recorded=False),
+    ),
+    returns=(
+        Returns("drifted", bool, "Whether any feature of a judged version drifted past its threshold."),
+        Returns("drifted_features", str, "The drifted features, comma-separated; empty when none."),
+    ),
+    summary=summary,
+)

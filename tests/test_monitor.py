@@ -1,0 +1,136 @@
+"""The loop after deploy, on this machine: the demo's taxi model served with payload logging, a bounded loopback
+load of eval rows, then the same rows with trip_miles tripled; `slipway monitor` says "no drift" for the first
+window and names trip_miles for the second, with the report's chart; lineage leads from a monitoring run to the
+served version, the payload log it read and on to the training CSV."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from slipway import cli
+from slipway.components.deploy import smoke
+from slipway.serving import client, process
+from tests.support.serving import http_json
+
+ROWS = 1500  # eval rows per window: above monitor's default min_rows (1,000)
+PER_REQUEST = 25
+
+
+def _send(url: str, name: str, instances: list[dict]) -> None:
+    for start in range(0, len(instances), PER_REQUEST):
+        status, _, _ = http_json(f"{url}/v1/models/{name}:predict",
+                                 {"signature_name": "serving_raw", "instances": instances[start:start + PER_REQUEST]})
+        assert status == 200
+
+
+def _logged(url: str, name: str) -> float:
+    import re
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
+        found = re.search(rf'^slipway_payload_rows_logged_total{{model="{name}"}} ([0-9.e+]+)$',
+                          response.read().decode(), re.M)
+    return float(found[1]) if found else 0.0
+
+
+def _wait_logged(url: str, name: str, rows: int) -> None:
+    deadline = time.monotonic() + 60
+    while _logged(url, name) < rows:
+        assert time.monotonic() < deadline, f"the payload log never wrote {rows} rows"
+        time.sleep(0.2)
+
+
+def _tripled(instances: list[dict]) -> list[dict]:
+    return [{**row, "trip_miles": row["trip_miles"] * 3 if isinstance(row["trip_miles"], float) else
+             row["trip_miles"]} for row in instances]
+
+
+@pytest.fixture(scope="module")
+def two_windows(taxi_run, tmp_path_factory):
+    """The served model's payload log after the two loads: (workdir, model base, log folder, the three times)."""
+    workdir, summary = taxi_run
+    base, name = summary["deployment"]["model_base"], summary["deployment"]["model_name"]
+    logs = tmp_path_factory.mktemp("payloads") / "logs"
+    examples = next(Path(workdir).glob("artifacts/*/ingest/examples"))
+    serialized = smoke.eval_examples(str(examples), ROWS)
+    server = process.start_server(base, name, log_payloads=str(logs), log_flush_seconds=0.2)
+    try:
+        instances = smoke.raw_rows(serialized, client.signature_inputs(client.metadata(server.url, name),
+                                                                       client.RAW_SIGNATURE))
+        assert len(instances) == ROWS
+        started = time.time()
+        _send(server.url, name, instances)
+        _wait_logged(server.url, name, ROWS)
+        between = time.time()
+        time.sleep(0.01)
+        _send(server.url, name, _tripled(instances))
+        _wait_logged(server.url, name, 2 * ROWS)
+        ended = time.time() + 0.01
+    finally:
+        server.stop()
+    return workdir, base, logs, (started, between, ended)
+
+
+def _monitor(capsys, workdir, base, logs, output: Path, start: float, end: float) -> dict:
+    code = cli.main(["monitor", "--logs", str(logs), "--model", base, "--workdir", str(workdir), "--output",
+                     str(output), "--window-end", datetime.fromtimestamp(end, UTC).isoformat(),
+                     "--window-hours", str((end - start + 0.001) / 3600)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    return {"printed": printed, "result": json.loads((output / "statistics" / "monitoring.json").read_text()),
+            "report": (output / "report.html").read_text()}
+
+
+def test_eval_traffic_is_no_drift_and_tripled_trip_miles_is_named(two_windows, tmp_path, capsys):
+    workdir, base, logs, (started, between, ended) = two_windows
+    first = _monitor(capsys, workdir, base, logs, tmp_path / "first", started, between)
+    assert first["result"]["status"] == "no_drift", first["result"]["versions"][0]["anomalies"]
+    assert first["result"]["rows"] == ROWS and first["result"]["drifted_features"] == []
+    assert "monitor done in" in first["printed"] and "no drift (1,500 rows" in first["printed"]
+    assert 'class="anomalous"' not in first["report"] and 'data-feature="trip_miles"' in first["report"]
+    divergences = first["result"]["versions"][0]["divergences"]
+    assert max(divergences.values()) < 0.01, divergences  # a sample of the training distribution
+
+    second = _monitor(capsys, workdir, base, logs, tmp_path / "second", between, ended)
+    assert second["result"]["drifted"] and second["result"]["drifted_features"] == ["trip_miles"]
+    assert second["result"]["rows"] == ROWS
+    assert "drifted: trip_miles (1,500 rows" in second["printed"]
+    assert '<figure class="anomalous" data-feature="trip_miles">' in second["report"]  # its chart, framed
+    (anomaly,) = second["result"]["versions"][0]["anomalies"]
+    assert anomaly["kind"] == "drift" and anomaly["feature"] == "trip_miles"
+
+
+def test_a_monitoring_run_leads_to_the_served_version_the_payload_log_and_the_training_csv(two_windows, tmp_path,
+                                                                                            capsys):
+    from slipway.data import taxi
+
+    workdir, base, logs, (started, _, ended) = two_windows
+    _monitor(capsys, workdir, base, logs, tmp_path / "both", started, ended)
+    assert cli.main(["lineage", str(tmp_path / "both" / "statistics"), "--workdir", str(workdir)]) == 0
+    chain = capsys.readouterr().out
+    assert f"ExampleStatistics {tmp_path / 'both' / 'statistics'} <- monitor" in chain
+    assert f"PushedModel {base}/1 (raw input)" in chain
+    assert f"PayloadLog {logs}/taxi/" in chain
+    assert "<- train" in chain and f"RawData {taxi.taxi_csv()} (raw input)" in chain
+
+
+def test_too_few_rows_decide_nothing_and_a_base_without_lineage_is_one_line(two_windows, tmp_path, capsys):
+    workdir, base, logs, (started, between, _) = two_windows
+    code = cli.main(["monitor", "--logs", str(logs), "--model", base, "--workdir", str(workdir), "--output",
+                     str(tmp_path / "few"), "--min-rows", str(ROWS + 1), "--window-end",
+                     datetime.fromtimestamp(between, UTC).isoformat(), "--window-hours", "1"])
+    assert code == 0
+    result = json.loads((tmp_path / "few" / "statistics" / "monitoring.json").read_text())
+    assert result["status"] == "too_few_rows" and not result["drifted"] and result["versions"] == []
+    capsys.readouterr()
+    code = cli.main(["monitor", "--logs", str(logs), "--model", base, "--workdir", str(workdir), "--lineage-store",
+                     f"sqlite:///{tmp_path / 'empty.sqlite'}", "--output", str(tmp_path / "none")])
+    error = capsys.readouterr().err.strip()
+    assert code == 2 and error.startswith("error: monitor: cannot compare version 1 of ") and \
+        "is not recorded in the lineage store" in error, error
+    assert not (tmp_path / "none" / "statistics").exists()  # nothing that looks like a result
