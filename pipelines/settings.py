@@ -47,21 +47,27 @@ RUN_ID_FIELD = "metadata.labels['workflows.argoproj.io/workflow']"
 REQUIRED = inspect.Parameter.empty
 TABULAR, TABULAR_TUNED, IMAGES = "tabular_pipeline", "tuned_tabular_pipeline", "image_pipeline"
 SCORING = "scoring_pipeline"
+MONITORING = "monitor_and_retrain_pipeline"
 TABULARS = (TABULAR, TABULAR_TUNED)
 TRAINING_PIPELINES = (TABULAR, TABULAR_TUNED, IMAGES)
 # The components each pipeline composes (pipelines/training.compose: tune only with a search spec).
 # batch_predict scores with a model trained before; monitor checks what a served model answered
 TRAINING = tuple(c for c in COMPONENTS if c not in ("batch_predict", "monitor"))
+# The monitoring pipeline retrains with the tabular steps, its baseline the version that served (no resolve_baseline).
 COMPOSED = {TABULAR: tuple(c for c in TRAINING if c != "tune"), TABULAR_TUNED: TRAINING,
-            IMAGES: tuple(c for c in TRAINING if c != "tune"), SCORING: ("resolve_baseline", "batch_predict")}
+            IMAGES: tuple(c for c in TRAINING if c != "tune"), SCORING: ("resolve_baseline", "batch_predict"),
+            MONITORING: ("monitor", *(c for c in TRAINING if c not in ("tune", "resolve_baseline")))}
 # Parameters only one kind of data takes: CSV/Parquet columns and distances, or image formats.
-ONLY = {"key": TABULARS, "split_column": TABULARS, "task": TABULARS, "skew_thresholds": (*TABULARS, SCORING),
-        "drift_thresholds": (*TABULARS, SCORING), "data_format": (IMAGES,), "image_size": (IMAGES,),
-        "baseline_model": TRAINING_PIPELINES, "training_pipeline": (SCORING,)}
+ONLY = {"key": (*TABULARS, MONITORING), "split_column": (*TABULARS, MONITORING), "task": (*TABULARS, MONITORING),
+        "skew_thresholds": (*TABULARS, SCORING, MONITORING), "drift_thresholds": (*TABULARS, SCORING, MONITORING),
+        "data_format": (IMAGES,), "image_size": (IMAGES,), "baseline_model": TRAINING_PIPELINES,
+        "training_pipeline": (SCORING,)}
 # A pipeline's own defaults where they are not the component's.
 OWN_DEFAULTS = {TABULAR: {"model_name": "tabular-model"}, TABULAR_TUNED: {"model_name": "tabular-model"},
                 IMAGES: {"label": "label", "splits": "train:4,eval:1", "workers": 2, "model_name": "image-model"},
-                SCORING: {"model_name": ""}}  # the Model Registry's name, only with model_registry
+                SCORING: {"model_name": ""},  # the Model Registry's name, only with model_registry
+                # what is served and where its traffic is logged: no default fits every deployment
+                MONITORING: {"model_name": REQUIRED, "model_base": REQUIRED, "payload_logs": REQUIRED}}
 
 
 @dataclass(frozen=True)
@@ -201,12 +207,17 @@ class KubernetesOptions:
         return options
 
 
-def apply_kubernetes_options(task, inputs: PipelineInputs, options: KubernetesOptions, trainer: bool = False):
-    """kfp-kubernetes platform config and environment for one step's pod; returns the task."""
+def apply_kubernetes_options(task, inputs: PipelineInputs, options: KubernetesOptions, trainer: bool = False,
+                             in_condition: bool = False):
+    """kfp-kubernetes platform config and environment for one step's pod; returns the task. in_condition: the step
+    is inside a dsl.If, where its pod takes the default Secret's name, not the parameter's: kfp 2.13 with
+    kfp-kubernetes 1.5 makes a condition's pod name the root's parameter, which the condition does not pass on
+    (kfp 2.17 passes it through), so the parameter would not resolve on the cluster."""
     from kfp import kubernetes
 
     if options.object_store_secret:
-        kubernetes.use_secret_as_env(task, secret_name=inputs.object_store_secret,
+        kubernetes.use_secret_as_env(task, secret_name=OBJECT_STORE_SECRET if in_condition else
+                                     inputs.object_store_secret,
                                      secret_key_to_env={key: key for key in OBJECT_STORE_KEYS})
     kubernetes.use_field_path_as_env(task, env_name="SLIPWAY_RUN_ID", field_path=RUN_ID_FIELD)
     # The pipeline context each step records its lineage under: the name resolve_baseline searches for the latest

@@ -31,12 +31,16 @@ TABULAR_TUNED = "slipway-tabular-tuned"
 IMAGES = "slipway-images"
 
 
-def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
+def compose(p: PipelineInputs, options: KubernetesOptions, baseline=None) -> None:
     """The steps; with p.search_spec, a tune step between transform and train feeds the best parameters. Each
-    component gets its artifacts and what compose makes here; its parameters come from the pipeline's (p.given)."""
+    component gets its artifacts and what compose makes here; its parameters come from the pipeline's (p.given).
+    baseline: evaluate's baseline model as given (the monitoring pipeline's serving version, its steps inside a
+    dsl.If), instead of the one resolve_baseline finds."""
+
+    in_condition = baseline is not None
 
     def pod(task, trainer: bool = False):
-        return apply_kubernetes_options(task, p, options, trainer=trainer)
+        return apply_kubernetes_options(task, p, options, trainer=trainer, in_condition=in_condition)
 
     ingest_task = pod(IngestOp(**p.given("ingest")))
     validate_task = pod(ValidateOp(examples=ingest_task.outputs["examples"], **p.given("validate")))
@@ -50,12 +54,14 @@ def compose(p: PipelineInputs, options: KubernetesOptions) -> None:
         tune_task = pod(TuneOp(**trained_on, **p.given("tune")))
         train_arguments["hyperparameters"] = tune_task.outputs["Output"]
     train_task = pod(TrainOp(**trained_on, **train_arguments), trainer=True)
-    # The lineage store changes with every run: never answer this from KFP's cache.
-    baseline_task = pod(ResolveBaselineOp(**{**p.given("resolve_baseline"), "pipeline_name": p.pipeline_name})
-                        .set_caching_options(False))
-    baseline_task.after(train_task)  # resolved as late as possible: a run that finished meanwhile counts
+    if baseline is None:
+        # The lineage store changes with every run: never answer this from KFP's cache.
+        baseline_task = pod(ResolveBaselineOp(**{**p.given("resolve_baseline"), "pipeline_name": p.pipeline_name})
+                            .set_caching_options(False))
+        baseline_task.after(train_task)  # resolved as late as possible: a run that finished meanwhile counts
+        baseline = baseline_task.outputs["baseline_model"]
     evaluate_task = pod(EvaluateOp(model=train_task.outputs["model"], examples=ingest_task.outputs["examples"],
-                                   baseline_model=baseline_task.outputs["baseline_model"], **p.given("evaluate")))
+                                   baseline_model=baseline, **p.given("evaluate")))
     pod(DeployOp(
         model=train_task.outputs["model"], blessing=evaluate_task.outputs["blessing"],
         examples=ingest_task.outputs["examples"], kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER, **p.given("deploy"),

@@ -45,7 +45,7 @@ REQUIRES_PYTHON = ">=3.10"
 # Per component folder, besides its modules: what a person or a catalog reads.
 COMPONENT_FILES = ("component.yaml", "README.md", "metadata.yaml", "OWNERS")
 # With every component.py and example_pipelines.py:
-ENTRY_MODULES = ("slipway.pipelines.training", "slipway.pipelines.scoring")
+ENTRY_MODULES = ("slipway.pipelines.training", "slipway.pipelines.scoring", "slipway.pipelines.monitoring")
 DIGESTS_NAME = "slipway/core/image_digests.json"  # where slipway.core.images looks when images/ is not beside it
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)  # the earliest a zip can say: no build time in the wheel
 

@@ -30,12 +30,11 @@ EXAMPLE_URIS = {"transformed_examples": "s3://mlpipeline/example-run/transform/t
 def targets() -> dict[Path, object]:
     """Where each compiled YAML lives, and what it is compiled from (importing the component.py files: call
     component_files first, so they hold what their specs say)."""
-    from slipway.pipelines import scoring, training
+    from slipway.pipelines import build_all
 
     return {
         **{COMPONENTS_DIR / name / "component.yaml": _component(name) for name in COMPONENTS},
-        **{PIPELINES_DIR / f"{name}.yaml": pipeline
-           for name, pipeline in {**training.PIPELINES, **scoring.PIPELINES}.items()},
+        **{PIPELINES_DIR / f"{name}.yaml": pipeline for name, pipeline in build_all().items()},
         MANIFESTS_DIR / "mpijob-example.yaml": example_mpijob,
         MANIFESTS_DIR / "katib-experiment-example.yaml": example_experiment,
         MANIFESTS_DIR / "inferenceservice-example.yaml": example_inference_service,
@@ -104,12 +103,12 @@ def serving_runtime() -> str:
 
 def compile_pipelines(options, output_dir: Path) -> list[Path]:
     """The pipelines compiled with these KubernetesOptions into output_dir (not the committed copies)."""
-    from slipway.pipelines import scoring, training
+    from slipway.pipelines import build_all
 
     images.require_pinned()
     output_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, pipeline in {**training.build(options), **scoring.build(options)}.items():
+    for name, pipeline in build_all(options).items():
         path = output_dir / f"{name}.yaml"  # the committed copy's name in pipelines/
         path.write_text(compile_to_text(pipeline))
         written.append(path)

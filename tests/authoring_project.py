@@ -28,7 +28,7 @@ from slipway.components import (
     TransformOp,
     ValidateOp,
 )
-from slipway.pipelines import scoring, training
+from slipway.pipelines import build_all
 
 RUNTIME_ONLY = ("tensorflow", "tensorflow_transform", "tensorflow_model_analysis", "apache_beam", "ml_metadata")
 COMPONENT_FUNCTIONS = {"IngestOp": "ingest", "ValidateOp": "validate", "TransformOp": "transform", "TuneOp": "tune",
@@ -84,7 +84,7 @@ def main(out: Path) -> None:
     compiler.Compiler().compile(churn_training, str(out / "user_pipeline.yaml"))
     for export, name in COMPONENT_FUNCTIONS.items():
         compiler.Compiler().compile(getattr(slipway_components, export), str(out / "components" / f"{name}.yaml"))
-    for name, pipeline in {**training.PIPELINES, **scoring.PIPELINES}.items():
+    for name, pipeline in build_all().items():
         compiler.Compiler().compile(pipeline, str(out / "pipelines" / f"{name}.yaml"))
     versions = {name: importlib.metadata.version(name) for name in ("kfp", "kfp-kubernetes", "protobuf")}
     (out / "versions.json").write_text(json.dumps(versions))

@@ -20,7 +20,8 @@ from slipway.pipelines.training import build
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPELINES = ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml")  # the training ones
-COMPILED = (*PIPELINES, "scoring_pipeline.yaml")  # what `slipway compile --kubernetes-options` writes
+# what `slipway compile --kubernetes-options` writes
+COMPILED = (*PIPELINES, "scoring_pipeline.yaml", "monitor_and_retrain_pipeline.yaml")
 CLUSTER_PARAMETERS = ("backend", "cluster", "beam_pipeline_args", "object_store_secret", "lineage_store",
                       "deploy_backend", "deploy_cluster")
 BEAM_STEPS = ("validate", "transform", "evaluate")

@@ -24,7 +24,7 @@ def monitor(
     drift_thresholds: str = "{}",
     default_drift_threshold: float = 0.05,
     lineage_store: str = "",
-) -> NamedTuple("Outputs", drifted=bool, drifted_features=str):
+) -> NamedTuple("Outputs", drifted=bool, drifted_features=str, serving_model=str):
     """Check the rows a served model answered in a time window (its payload log) against the training data
     of the version that answered them, found through lineage: drift per feature and a retrain decision.
 
@@ -50,6 +50,7 @@ def monitor(
         summary: The decision, the window, the rows per version and each version's anomalies.
         drifted: Whether any feature of a judged version drifted past its threshold.
         drifted_features: The drifted features, comma-separated; empty when none.
+        serving_model: The version that answered the most judged rows (a SavedModel folder): a retrain's baseline.
     """
     arguments = dict(locals())  # the parameters, before anything else is bound
     from slipway.components.monitor import step

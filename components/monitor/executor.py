@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from slipway.components.monitor import logs, report
+from slipway.core import storage
 from slipway.core.artifacts import atomic_write_text, staged_output
 from slipway.core.errors import SlipwayError
 from slipway.core.statistics import thresholds, training_data
@@ -64,7 +65,9 @@ def run(*, payload_logs: str, model_name: str, model_base: str, statistics_dir: 
     enough = {v: n for v, n in sorted(counts.items()) if n >= min_rows}
     served = [_compare(table, v, n, model_base, lineage, skew, drift, default_drift) for v, n in enough.items()]
     result = _decision(served, counts, min_rows, span, folders)
+    busiest = max(served, key=lambda s: s.rows, default=None)
     result.update(payload_logs=payload_logs, model_name=model_name, model_base=model_base,
+                  serving_model=storage.join(model_base, str(busiest.version)) if busiest else "",
                   thresholds={"skew": skew, "drift": drift, "default_drift": default_drift})
     _write(statistics_dir, report_path, summary_path, served, result)
     return result

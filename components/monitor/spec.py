@@ -2,7 +2,7 @@
 step's arguments are made from it)."""
 
 from slipway.core import descriptions
-from slipway.core.component_spec import ComponentSpec, Out, Param, Returns
+from slipway.core.component_spec import ComponentSpec, Out, Param, Returns, Run
 
 
 def summary(record) -> dict:
@@ -31,25 +31,34 @@ SPEC = ComponentSpec(
         Out("report", "HTML", "Per feature, the training data against the served rows: a table and a chart each."),
         Out("summary", "Markdown", "The decision, the window, the rows per version and each version's anomalies."),
         Param("payload_logs", str, "Where the model server logs its payloads (--log-payloads): a folder or s3://.",
-              default=""),
-        Param("model_name", str, "The served model's name: its folder in the payload log.", default=""),
+              default="", run=Run("--payload-logs", "monitoring: the served model's payload log (a folder or "
+                                                    "s3://, what the server's --log-payloads writes)")),
+        Param("model_name", str, "The served model's name: its folder in the payload log.", default="",
+              run="model_name"),
         Param("model_base", str, (
             "The model base it serves: each version's push record names the model whose training data is compared."),
-              default=""),
-        Param("window_hours", float, "The window's length in hours, ending at window_end.", default=24.0),
+              default="", run="model_base"),
+        Param("window_hours", float, "The window's length in hours, ending at window_end.", default=24.0,
+              run=Run("--window-hours", "monitoring: the window of served rows judged, in hours up to now "
+                                        "(default 24)")),
         Param("window_end", str, "The window's end (ISO 8601, UTC unless it names a zone); empty: now.", default=""),
-        Param("min_rows", int, "Rows a version must have answered in the window to be judged.", default=1000),
+        Param("min_rows", int, "Rows a version must have answered in the window to be judged.", default=1000,
+              run=Run("--min-rows", "monitoring: rows a served version must have answered to be judged "
+                                    "(default 1000)")),
         Param("skew_thresholds", str, "JSON {feature: threshold}: skew of the served rows against the train split.",
               default="{}"),
         Param("drift_thresholds", str, "JSON {feature: threshold}: drift of the served rows from the train split.",
               default="{}"),
         Param("default_drift_threshold", float,
               "Drift threshold for the features not listed; below 0 judges only the listed ones.", default=0.05),
-        Param("lineage_store", str, descriptions.LINEAGE_STORE, default="", executor=False, recorded=False),
+        Param("lineage_store", str, descriptions.LINEAGE_STORE, default="", run="lineage_store", executor=False,
+              recorded=False),
     ),
     returns=(
         Returns("drifted", bool, "Whether any feature of a judged version drifted past its threshold."),
         Returns("drifted_features", str, "The drifted features, comma-separated; empty when none."),
+        Returns("serving_model", str, (
+            "The version that answered the most judged rows (a SavedModel folder): a retrain's baseline.")),
     ),
     summary=summary,
 )

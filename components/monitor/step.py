@@ -13,8 +13,9 @@ from slipway.core.step import Step
 from slipway.core.step_facts import decoded
 
 
-def run(arguments: dict[str, Any]) -> tuple[bool, str]:
-    """The decision (executor.run), recorded; returns (drifted, the drifted features comma-separated)."""
+def run(arguments: dict[str, Any]) -> tuple[bool, str, str]:
+    """The decision (executor.run), recorded; returns (drifted, the drifted features comma-separated, the serving
+    version's folder or "")."""
     from slipway.components.monitor import executor
 
     a = arguments_of(SPEC, arguments)
@@ -28,7 +29,7 @@ def run(arguments: dict[str, Any]) -> tuple[bool, str]:
             step.input("model", "Model", version["model"])
         step.output("statistics", "ExampleStatistics", a.statistics, output_metadata(result))
         step.output("report", "HTML", a.report)
-    return result["drifted"], ",".join(result["drifted_features"])
+    return result["drifted"], ",".join(result["drifted_features"]), result["serving_model"]
 
 
 def output_metadata(result: dict) -> dict:
