@@ -31,20 +31,17 @@ SPEC = ComponentSpec(
         Out("report", "HTML", "Per feature, the training data against the served rows: a table and a chart each."),
         Out("summary", "Markdown", "The decision, the window, the rows per version and each version's anomalies."),
         Param("payload_logs", str, "Where the model server logs its payloads (--log-payloads): a folder or s3://.",
-              default="", run=Run("--payload-logs", "monitoring: the served model's payload log (a folder or "
-                                                    "s3://, what the server's --log-payloads writes)")),
+              default="", run=Run()),  # a pipeline parameter without a `slipway run` flag: no local pipeline
         Param("model_name", str, "The served model's name: its folder in the payload log.", default="",
               run="model_name"),
         Param("model_base", str, (
             "The model base it serves: each version's push record names the model whose training data is compared."),
               default="", run="model_base"),
         Param("window_hours", float, "The window's length in hours, ending at window_end.", default=24.0,
-              run=Run("--window-hours", "monitoring: the window of served rows judged, in hours up to now "
-                                        "(default 24)")),
+              run=Run()),
         Param("window_end", str, "The window's end (ISO 8601, UTC unless it names a zone); empty: now.", default=""),
         Param("min_rows", int, "Rows a version must have answered in the window to be judged.", default=1000,
-              run=Run("--min-rows", "monitoring: rows a served version must have answered to be judged "
-                                    "(default 1000)")),
+              run=Run()),
         Param("skew_thresholds", str, "JSON {feature: threshold}: skew of the served rows against the train split.",
               default="{}"),
         Param("drift_thresholds", str, "JSON {feature: threshold}: drift of the served rows from the train split.",
