@@ -1,7 +1,7 @@
 """Benchmark the model server (slipway.serving.server) on loopback against a direct in-process SavedModel call.
 
     .venv/bin/python bench/bench_serving.py [--model-base BASE] [--seconds S] [--repeat N] [--workers N]
-        [--no-fast-path] [--tf-threads N] [--load-generator auto|wrk|python] [--write-results]
+        [--no-fast-path] [--tf-threads N] [--log-payloads] [--load-generator auto|wrk|python] [--write-results]
 
 Trains the synthetic model (about a minute) unless --model-base names a model base, starts the server in the
 serving environment, and sends one-row V1 predict requests ({"instances": [{"b64": <tf.Example>}]}) from 1 and
@@ -14,7 +14,9 @@ server's CPU time (its event-loop thread, and the rest: TensorFlow's threads), t
 other processes on the machine used. With --workers N the server runs N processes on the port (its --workers) and
 the server's CPU is theirs together; with --no-fast-path every request goes through kserve's FastAPI routes (the
 server's --no-fast-path: how it answered before its V1 fast path); --tf-threads is the server's (0: TensorFlow's
-own choice, as before the server set it). The direct call is the same SavedModel's serving_default on the same
+own choice, as before the server set it); --log-payloads turns the server's payload log on (a folder in the
+bench's scratch space: its cost against a run without it, target at most 10% of the requests/s at 8 clients). The
+direct call is the same SavedModel's serving_default on the same
 rows in this process (same TensorFlow), one row per call.
 
 Targets: p99 overhead over the direct call <= 2 ms at 1 client; 8 clients >= 4x the 1-client requests/s.
@@ -403,6 +405,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="the server's --no-fast-path: every request through kserve's FastAPI routes")
     parser.add_argument("--tf-threads", type=int, default=None,
                         help="the server's --tf-threads (default: the server's default)")
+    parser.add_argument("--log-payloads", action="store_true",
+                        help="the server logs every answered row (its --log-payloads, into the scratch folder)")
     parser.add_argument("--write-results", action="store_true", help=f"append the table to {RESULTS.name}")
     return parser
 
@@ -424,7 +428,8 @@ def _header(args: argparse.Namespace, wrk: str | None) -> str:
     return (f"## {time.strftime('%Y-%m-%d')} — model server (KServe {_kserve_version()}, V1 one-row predict, "
             f"loopback, {'wrk' if wrk else 'Python clients'}, {args.workers} server process"
             f"{'es' if args.workers > 1 else ''}{'' if args.fast_path else ', --no-fast-path'}"
-            f"{'' if args.tf_threads is None else f', --tf-threads {args.tf_threads}'}), "
+            f"{'' if args.tf_threads is None else f', --tf-threads {args.tf_threads}'}"
+            f"{', --log-payloads' if args.log_payloads else ''}), "
             f"{platform.machine()}, {_cores()} cores")
 
 
@@ -448,7 +453,8 @@ def main() -> None:
     version = layout.latest_version(base)
     rows = serving.serialized_examples(serving.ROWS)
     server = process.start_server(base, NAME, log_file=str(workdir / "server.log"), workers=args.workers,
-                                  fast_path=args.fast_path, tf_threads=args.tf_threads)
+                                  fast_path=args.fast_path, tf_threads=args.tf_threads,
+                                  log_payloads=str(workdir / "payloads") if args.log_payloads else "")
 
     def run(requests: list[bytes], clients: int) -> dict:
         with CpuMeter(server.pid) as meter:
