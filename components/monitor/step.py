@@ -37,7 +37,7 @@ def output_metadata(result: dict) -> dict:
     return {"decision": result["decision"], "status": result["status"], "drifted": result["drifted"],
             "drifted_features": result["drifted_features"], "rows": result["rows"],
             "rows_per_version": result["rows_per_version"], "window_start": result["window"]["start"],
-            "window_end": result["window"]["end"], "report_html": "report.html"}
+            "window_end": result["window"]["end"]}
 
 
 def fact(outputs: dict, params: dict) -> str:

@@ -50,3 +50,20 @@ def test_an_empty_window_and_bad_input(tmp_path):
     (tmp_path / "taxi" / "2026-11-27" / "broken.parquet").write_text("not parquet")
     with pytest.raises(SlipwayError, match=r"payload log file .*broken.parquet: not readable as Parquet"):
         logs.read_window(str(tmp_path), "taxi", logs.window(24.0, "2026-11-28T01:00:00Z"))
+
+
+def test_an_object_store_log_is_read_as_a_folder_is(tmp_path, loopback_s3_env):
+    import io
+
+    from slipway.core import storage
+    from tests.support.inputs import environment
+
+    local = tmp_path / "local"
+    _write(local, "2026-11-28", "b.parquet", [END - timedelta(minutes=30)] * 3)
+    sink = io.BytesIO()
+    pq.write_table(pq.read_table(local / "taxi" / "2026-11-28" / "b.parquet"), sink)
+    dest = "s3://slipway-test/monitor-logs"
+    with environment(loopback_s3_env):
+        storage.write_bytes(f"{dest}/taxi/2026-11-28/b.parquet", sink.getvalue())
+        table, folders = logs.read_window(dest, "taxi", logs.window(2.0, "2026-11-28T01:00:00Z"))
+    assert folders == [f"{dest}/taxi/2026-11-28"] and table.num_rows == 3
