@@ -41,7 +41,7 @@ def deploy(
         cluster: JSON settings for backend kubernetes: namespace, service_account (holding the S3 credentials),
             deployment_mode (Serverless or RawDeployment), canary_traffic_percent, min_replicas, max_replicas, cpu,
             memory, gpus, timeout_s, gateway (the Gateway whose HTTPRoute splits a RawDeployment canary's requests; see
-            the component README).
+            the component README), payload_logs (an s3:// prefix every predictor pod logs its answered rows to).
         keep_serving: Local backend: leave the server running after the step (stop it with `slipway serve --stop`
             or by its pid in deployment.json).
         port: Local backend: port on 127.0.0.1 (0 picks a free one).

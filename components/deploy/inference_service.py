@@ -114,6 +114,9 @@ class ServingSettings:
     # NAMESPACE/NAME of the Gateway (Gateway API) KServe's routes attach to: RawDeployment's canary then gets its
     # share of the requests through an HTTPRoute deploy writes (traffic_route.py); "": a spec.canary is a dark launch
     gateway: str = ""
+    # s3:// (or minio://) prefix every predictor pod logs its answered rows to (our runtime's --log-payloads; the
+    # monitor component reads it); "": no payload log
+    payload_logs: str = ""
 
 
 def parse_settings(text: str | Mapping[str, Any]) -> ServingSettings:
@@ -148,6 +151,9 @@ def _check_values(s: ServingSettings) -> None:
     problems += [f"{key} {value!r}: not a valid Kubernetes name" for key, value in
                  (("namespace", s.namespace), ("service_account", s.service_account), ("runtime", s.runtime))
                  if value and (len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value))]
+    if s.payload_logs and s.payload_logs.partition("://")[0] not in ("s3", "minio"):
+        problems.append(f"payload_logs {s.payload_logs!r}: an s3:// or minio:// prefix (every predictor pod writes "
+                        "there; a pod has no folder the monitor could read)")
     if s.pvc_mount_path and not s.pvc_mount_path.startswith("/"):
         problems.append(f"pvc_mount_path {s.pvc_mount_path!r}: must be an absolute path")
     if s.gateway:
@@ -316,6 +322,9 @@ def _model(uri: str, settings: ServingSettings) -> dict:
              "resources": {"requests": dict(amounts), "limits": dict(amounts)}}
     if settings.runtime:
         model["runtime"] = settings.runtime
+    if settings.payload_logs:  # our runtime's server takes the flag (KServe appends a model's args to the runtime's)
+        model["runtime"] = settings.runtime or RUNTIME_NAME
+        model["args"] = [f"--log-payloads={storage_uri(settings.payload_logs)}"]
     return model
 
 

@@ -53,7 +53,8 @@ SPEC = ComponentSpec(
             "max_replicas, cpu,\n"
             "memory, gpus, timeout_s, gateway (the Gateway whose HTTPRoute splits a RawDeployment canary's "
             "requests; see\n"
-            "the component README)."), default="{}", run=Run(
+            "the component README), payload_logs (an s3:// prefix every predictor pod logs its answered rows to)."
+        ), default="{}", run=Run(
             "--deploy-cluster", "JSON settings for --deploy kubernetes (deploy README)", name="deploy_cluster",
             description="JSON settings for deploy_backend kubernetes: namespace, service_account, deployment_mode, "
                         "canary_traffic_percent, replicas, resources.")),

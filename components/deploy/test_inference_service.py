@@ -110,6 +110,7 @@ def test_settings_defaults_and_mode_names():
     ({"delete_policy": "sometimes"}, "cluster.delete_policy 'sometimes': expected one of always, on_success, never"),
     ({"timeout_s": 0}, "cluster.timeout_s 0: must be > 0"),
     ({"pvc_mount_path": "data"}, "cluster.pvc_mount_path 'data': must be an absolute path"),
+    ({"payload_logs": "/logs"}, "cluster.payload_logs '/logs': an s3:// or minio:// prefix"),
 ])
 def test_bad_settings_are_one_line_errors(raw, message):
     with pytest.raises(SlipwayError) as caught:
@@ -183,6 +184,22 @@ def test_raw_deployment_with_gpus_a_runtime_and_a_pvc_base(validator):
     assert model["resources"]["limits"] == {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "2"}
     assert model["resources"]["requests"] == model["resources"]["limits"]
     assert isvc.rollout(body, s) == isvc.ROLLOUT_RAW
+
+
+def test_payload_logging_runs_our_runtime_with_the_flag_on_both_sides_of_a_canary(validator):
+    """KServe appends a model's args to its runtime container's: our server then logs every answered row; the
+    runtime is ours (KServe's TF Serving has no such flag), and a canary's pods log too, beside the stable ones."""
+    s = settings(deployment_mode="RawDeployment", payload_logs="minio://mlpipeline/payloads")
+    body = isvc.render("taxi", "ml", S3_BASE, 7, s)
+    assert schema_errors(validator, body) == [] and admission_errors(body) == []
+    model = body["spec"]["predictor"]["model"]
+    assert model["args"] == ["--log-payloads=s3://mlpipeline/payloads"] and model["runtime"] == isvc.RUNTIME_NAME
+    canary = isvc.render("taxi", "ml", S3_BASE, 8, settings(deployment_mode="RawDeployment", canary_traffic_percent=20,
+                                                            payload_logs="s3://mlpipeline/payloads"),
+                         existing=live(body, "raw_ready"))
+    assert schema_errors(validator, canary) == []
+    assert canary["spec"]["canary"][0]["predictor"]["model"]["args"] == ["--log-payloads=s3://mlpipeline/payloads"]
+    assert "args" not in isvc.render("taxi", "ml", S3_BASE, 7, settings())["spec"]["predictor"]["model"]
 
 
 def test_serverless_canary_splits_with_the_previous_revision_and_tags_it(validator):
