@@ -68,3 +68,17 @@ def test_only_staging_leftovers_are_removed(tmp_path):
     assert sorted(p.name for p in removed) == [".examples.tmp-a1b2c3d4", ".metadata.sqlite.tmp-zz99yy88"]
     assert all(path.exists() for path in kept)
     assert sorted(p.name for p in (tmp_path / "examples").iterdir()) == ["Split-train", "examples_meta.json"]
+
+
+def test_a_nested_workdir_of_another_run_is_left_to_it(tmp_path):
+    """The scoring pipeline runs in WORKDIR/scoring with a claim of its own: a training run in WORKDIR, starting
+    while it runs, must not take its staging folders for a killed run's leftovers."""
+    from slipway.local.workdir_claim import CLAIM_FILE, remove_leftovers
+
+    (tmp_path / CLAIM_FILE).write_text("")
+    scoring = tmp_path / "scoring"
+    (scoring / "artifacts" / ".predictions.tmp-a1b2c3d4").mkdir(parents=True)
+    (scoring / CLAIM_FILE).write_text("")
+    (tmp_path / "artifacts" / ".model.tmp-e5f6a7b8").mkdir(parents=True)
+    assert remove_leftovers(tmp_path) == [tmp_path / "artifacts" / ".model.tmp-e5f6a7b8"]
+    assert (scoring / "artifacts" / ".predictions.tmp-a1b2c3d4").is_dir()

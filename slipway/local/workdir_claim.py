@@ -72,6 +72,9 @@ def remove_leftovers(workdir: Path) -> list[Path]:
     there. Returns what was removed."""
     removed = []
     for folder, dirs, files in os.walk(workdir):
+        # a folder with a claim file of its own is another run's workdir (the scoring pipeline's WORKDIR/scoring):
+        # its leftovers are its own run's to remove, and it may be running now
+        dirs[:] = [n for n in dirs if not (Path(folder, n) / CLAIM_FILE).exists()]
         for name in [n for n in dirs if LEFTOVER.fullmatch(n)]:
             dirs.remove(name)
             shutil.rmtree(Path(folder, name), ignore_errors=True)
