@@ -57,7 +57,9 @@ def test_a_parameter_added_to_a_spec_reaches_the_flag_and_the_plan(tmp_path, mon
     rows = settings.rows(specs)
     row = next(r for r in rows if r.name == "scratch_limit")
     assert row.takers == (("resolve_baseline", "scratch_limit"),)
-    assert row.defaults == {key: 7 for key in settings.COMPOSED}  # every pipeline composes resolve_baseline
+    # every pipeline that composes resolve_baseline (all but the monitoring one, whose baseline is what served)
+    assert row.defaults == {key: 7 for key, steps in settings.COMPOSED.items() if "resolve_baseline" in steps}
+    assert settings.MONITORING not in row.defaults
     monkeypatch.setattr(settings, "PARAMETERS", rows)
     monkeypatch.setattr(settings, "component_specs", lambda: specs)
     parser = argparse.ArgumentParser()
