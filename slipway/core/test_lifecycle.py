@@ -88,7 +88,9 @@ def test_a_child_that_dies_with_its_parent_gets_sigterm_when_the_parent_is_kille
         assert process.stdout.readline().strip() == "ready"
         process.kill()
         deadline = time.monotonic() + 20
-        while not marker.exists() and time.monotonic() < deadline:
+        # the handler creates the file, then writes to it: wait for the write, not only the file (CI once read it
+        # between the two)
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert marker.read_text() == "x"
     finally:
