@@ -64,8 +64,9 @@ def anomalies(schema, train_statistics, values: dict[str, np.ndarray], split: st
     (NaN where missing); thresholds: {feature: ((kind, threshold), ...)} with kind drift or skew, as validate's
     comparators are set (a feature without one is measured and not judged)."""
     from slipway.core.statistics.comparators import is_categorical
+    from slipway.core.statistics.report import feature_name
 
-    by_name = {(".".join(f.path.step) or f.name): f for f in train_statistics.datasets[0].features}
+    by_name = {feature_name(f): f for f in train_statistics.datasets[0].features}
     found, measured = [], {}
     for feature in schema.feature:
         buckets = training_buckets(by_name[feature.name]) if feature.name in by_name else None

@@ -41,7 +41,7 @@ def feature_rows(schema, stats: dict, label: str | None = None, classes: list | 
         dataset = stats_list.datasets[0]
         by_name = {}
         for fs in dataset.features:
-            name = _feature_name(fs)
+            name = feature_name(fs)
             by_name[name] = fs
             if name not in types:
                 names.append(name)
@@ -93,7 +93,7 @@ def distributions(stats: dict, features: list[str]) -> list[dict]:
     Fractions are of the split's non-missing values, so splits of different sizes compare. Features with no values
     in any split (or only nested/struct statistics) have no entry.
     """
-    by_split = {split: {_feature_name(fs): fs for fs in s.datasets[0].features} for split, s in stats.items()}
+    by_split = {split: {feature_name(fs): fs for fs in s.datasets[0].features} for split, s in stats.items()}
     out = []
     for name in features:
         present = {split: feats[name] for split, feats in by_split.items() if name in feats}
@@ -109,7 +109,8 @@ def distributions(stats: dict, features: list[str]) -> list[dict]:
     return out
 
 
-def _feature_name(fs) -> str:
+def feature_name(fs) -> str:
+    """A FeatureNameStatistics' feature name: its path (TFDV writes path, not name), else its name."""
     return ".".join(fs.path.step) if fs.path.step else fs.name
 
 
