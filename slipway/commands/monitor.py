@@ -41,14 +41,15 @@ def command(args: argparse.Namespace) -> int:
     from slipway.components.monitor import executor, step
     from slipway.serving.layout import model_name_for
 
-    base = _absolute(args.model)
+    base = single_step.absolute(args.model)
     output = Path(args.output or Path(args.workdir) / "monitoring" / time.strftime("%Y%m%d-%H%M%S")).resolve()
     output.mkdir(parents=True, exist_ok=True)
     arguments = {
         "statistics": StepArtifact(str(output / "statistics"), str(output / "statistics")),
         "report": StepArtifact(str(output / "report.html"), str(output / "report.html")),
         "summary": StepArtifact(str(output / "summary.md"), str(output / "summary.md")),
-        "payload_logs": _absolute(args.logs), "model_name": args.name or model_name_for(base), "model_base": base,
+        "payload_logs": single_step.absolute(args.logs), "model_name": args.name or model_name_for(base),
+        "model_base": base,
         "window_hours": args.window_hours, "window_end": args.window_end, "min_rows": args.min_rows,
         "skew_thresholds": args.skew, "drift_thresholds": args.drift,
         "default_drift_threshold": args.default_drift_threshold,
@@ -65,8 +66,3 @@ def command(args: argparse.Namespace) -> int:
     print(f"{'drifted' if result['drifted'] else 'no drift'}: report {output / 'report.html'}")
     return 0
 
-
-def _absolute(value: str) -> str:
-    from slipway.core import storage
-
-    return value if storage.is_remote(value) else str(Path(value).resolve())

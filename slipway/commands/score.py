@@ -99,7 +99,8 @@ def _arguments(args: argparse.Namespace, fmt: str, store: str, scratch: Path, na
         "summary": StepArtifact(str(scratch / "summary.md"), str(names["summary"])),
         "model": None, "examples": examples and StepArtifact(examples, examples),
         "blessing": StepArtifact(args.blessing, args.blessing) if args.blessing else None,
-        "model_uri": _absolute(args.model), "data": _absolute(args.data or ""), "data_format": args.data_format,
+        "model_uri": single_step.absolute(args.model), "data": single_step.absolute(args.data or ""),
+        "data_format": args.data_format,
         "splits": args.splits,
         "key_columns": args.key_columns, "output_format": fmt, "batch_size": args.batch_size,
         "allow_unblessed": args.allow_unblessed, "data_check": args.data_check, "skew_thresholds": args.skew,
@@ -108,12 +109,6 @@ def _arguments(args: argparse.Namespace, fmt: str, store: str, scratch: Path, na
         "lineage_store": store,
     }
 
-
-def _absolute(value: str) -> str:
-    """A local path as an absolute one (what lineage records); a URI or a glob's pattern as given."""
-    from slipway.core import storage
-
-    return value if not value or storage.is_remote(value) else str(Path(value).resolve())
 
 
 def _place(scratch: Path, names: dict[str, Path], single: bool, fmt: str) -> None:

@@ -44,3 +44,10 @@ def own_run(command: str) -> Iterator[str]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def absolute(value: str) -> str:
+    """A local path as an absolute one (what lineage records); a URI, a glob's pattern or "" as given."""
+    from slipway.core import storage
+
+    return value if not value or storage.is_remote(value) else str(Path(value).resolve())
