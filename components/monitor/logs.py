@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from slipway.components.monitor.spec import NOW
 from slipway.core import storage
 from slipway.core.errors import SlipwayError
 from slipway.serving.payload_log import LOGGED_AT, MODEL_VERSION, SIGNATURE
@@ -27,18 +28,29 @@ class Window:
 
 
 def window(hours: float, end: str, now: datetime | None = None) -> Window:
-    """The window ending at `end` (ISO 8601; UTC when it names no zone; empty: now) and `hours` long."""
+    """The window `hours` long ending at `end`: an ISO 8601 time (UTC when it names no zone); "now"; or empty:
+    the last complete window of the grid of `hours`-long windows counted from 1970-01-01 00:00 UTC (24: the last
+    UTC day). A schedule's runs then judge consecutive windows, each row once, and a retried run judges the same
+    window as the run it retries, whenever its pod starts."""
     if not hours > 0:
         raise SlipwayError(f"window_hours {hours}: must be more than 0")
-    if end:
+    length = timedelta(milliseconds=round(hours * 3_600_000))  # whole milliseconds: the grid does not drift
+    if not length:
+        raise SlipwayError(f"window_hours {hours}: shorter than a millisecond")
+    current = now or datetime.now(UTC)
+    if end == NOW:
+        until = current
+    elif end:
         try:
             until = datetime.fromisoformat(end.replace("Z", "+00:00"))
         except ValueError:
-            raise SlipwayError(f"window_end {end!r}: not an ISO 8601 time (2026-11-28T06:00:00Z)") from None
+            raise SlipwayError(f"window_end {end!r}: not an ISO 8601 time (2026-11-28T06:00:00Z) or {NOW!r}") \
+                from None
         until = until.replace(tzinfo=UTC) if until.tzinfo is None else until.astimezone(UTC)
     else:
-        until = now or datetime.now(UTC)
-    return Window(until - timedelta(hours=hours), until)
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        until = epoch + (current - epoch) // length * length
+    return Window(until - length, until)
 
 
 def day_folders(dest: str, model_name: str, span: Window) -> list[str]:

@@ -4,6 +4,8 @@ step's arguments are made from it)."""
 from slipway.core import descriptions
 from slipway.core.component_spec import ComponentSpec, Out, Param, Returns, Run
 
+NOW = "now"  # the window_end that ends the window when monitor reads the log (`slipway monitor`'s default)
+
 
 def summary(record) -> dict:
     """summary.json's monitoring: the decision, the drifted features, the rows, where the statistics are."""
@@ -39,7 +41,10 @@ SPEC = ComponentSpec(
               default="", run="model_base"),
         Param("window_hours", float, "The window's length in hours, ending at window_end.", default=24.0,
               run=Run()),
-        Param("window_end", str, "The window's end (ISO 8601, UTC unless it names a zone); empty: now.", default=""),
+        Param("window_end", str, (
+            f"The window's end: ISO 8601 (UTC unless it names a zone), {NOW!r}, or empty: the last complete window of\n"
+            "window_hours-long windows from 00:00 UTC (a schedule's runs judge consecutive windows, each row once)."),
+              default=""),
         Param("min_rows", int, "Rows a version must have answered in the window to be judged.", default=1000,
               run=Run()),
         Param("skew_thresholds", str, "JSON {feature: threshold}: skew of the served rows against the train split.",

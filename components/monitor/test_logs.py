@@ -36,6 +36,19 @@ def test_the_window_keeps_the_raw_rows_logged_within_it_across_day_folders(tmp_p
     assert logs.of_version(table, 2).column_names == ["trip_miles", "company"]
 
 
+def test_an_empty_end_is_the_last_complete_window_of_the_grid_so_scheduled_runs_tile_the_time():
+    late = datetime(2026, 11, 28, 1, 0, 41, 250000, tzinfo=UTC)
+    minute = logs.window(1 / 60, "", now=late)  # a one-minute schedule's run, its pod started 41 s after 01:00
+    assert (minute.start, minute.end) == (END - timedelta(minutes=1), END)
+    following = logs.window(1 / 60, "", now=late + timedelta(seconds=58))  # the next run's pod started sooner
+    assert following.start == minute.end  # each row is judged once
+    assert logs.window(1 / 60, "", now=late + timedelta(seconds=10)) == minute  # a retried run: the same window
+    day = logs.window(24.0, "", now=late)
+    assert (day.start, day.end) == (datetime(2026, 11, 27, tzinfo=UTC), datetime(2026, 11, 28, tzinfo=UTC))
+    assert logs.window(1.5, "", now=late).end == datetime(2026, 11, 28, 0, 0, tzinfo=UTC)  # 1.5 h from the epoch
+    assert logs.window(2.0, "now", now=late) == logs.Window(late - timedelta(hours=2), late)
+
+
 def test_an_empty_window_and_bad_input(tmp_path):
     _write(tmp_path, "2026-11-27", "a.parquet", [END - timedelta(hours=10)])
     assert logs.read_window(str(tmp_path), "taxi", logs.window(1.0, "2026-11-28T01:00:00Z"))[0] is None
@@ -45,6 +58,8 @@ def test_an_empty_window_and_bad_input(tmp_path):
         logs.window(1.0, "yesterday")
     with pytest.raises(SlipwayError, match=r"window_hours 0: must be more than 0"):
         logs.window(0, "")
+    with pytest.raises(SlipwayError, match=r"window_hours 1e-09: shorter than a millisecond"):
+        logs.window(1e-9, "")
     with pytest.raises(SlipwayError, match=r"^payload_logs .*missing: "):
         logs.read_window(str(tmp_path / "missing"), "taxi", logs.window(1.0, ""))
     (tmp_path / "taxi" / "2026-11-27" / "broken.parquet").write_text("not parquet")

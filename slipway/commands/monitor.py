@@ -12,6 +12,7 @@ from pathlib import Path
 
 from slipway.commands import single_step
 from slipway.commands.single_step import StepArtifact
+from slipway.components.monitor.spec import NOW
 
 
 def add_parser(commands) -> None:
@@ -22,8 +23,10 @@ def add_parser(commands) -> None:
                         help="the model base it serves (e.g. out/serving/taxi); local or s3://")
     parser.add_argument("--name", default="", help="the served model's name (default: the base's folder name)")
     parser.add_argument("--window-hours", type=float, default=24.0, help="the window's length (default 24)")
-    parser.add_argument("--window-end", default="", metavar="ISO",
-                        help="the window's end, ISO 8601 (UTC unless it names a zone; default: now)")
+    parser.add_argument("--window-end", default=NOW, metavar="ISO",
+                        help=f"the window's end, ISO 8601 (UTC unless it names a zone); {NOW!r} (the default); or '': "
+                             "the last complete window of --window-hours-long windows from 00:00 UTC, as a "
+                             "scheduled pipeline judges")
     parser.add_argument("--min-rows", type=int, default=1000,
                         help="rows a version must have answered to be judged (default 1000)")
     parser.add_argument("--skew", default="{}", metavar="JSON", help="JSON {feature: threshold}: skew against train")
