@@ -42,7 +42,10 @@ def compose(p: PipelineInputs, options: KubernetesOptions, baseline=None) -> Non
     def pod(task, trainer: bool = False):
         return apply_kubernetes_options(task, p, options, trainer=trainer, in_condition=in_condition)
 
-    ingest_task = pod(IngestOp(**p.given("ingest")))
+    ingest = IngestOp(**p.given("ingest"))
+    if in_condition:  # a retrain because the traffic drifted reads the data as it is now, not KFP's cached rows of
+        ingest.set_caching_options(False)  # the same URI (a schedule's data URI is usually rewritten in place)
+    ingest_task = pod(ingest)
     validate_task = pod(ValidateOp(examples=ingest_task.outputs["examples"], **p.given("validate")))
     transform_task = pod(TransformOp(examples=ingest_task.outputs["examples"], schema=validate_task.outputs["schema"],
                                      **p.given("transform")))

@@ -1,6 +1,7 @@
 """The compiled monitoring pipeline (pipelines/monitor_and_retrain_pipeline.yaml) as KFP's backend reads it: monitor
-first and never from the cache; the training steps only under the condition on monitor's drifted output; evaluate's
-baseline the version that served (monitor's serving_model), not resolve_baseline's; what the pipeline asks for."""
+first and never from the cache, nor the retrain's ingest; the training steps only under the condition on monitor's
+drifted output; evaluate's baseline the version that served (monitor's serving_model), not resolve_baseline's; what
+the pipeline asks for."""
 
 from pathlib import Path
 
@@ -28,6 +29,9 @@ def test_the_training_steps_run_only_when_monitor_says_drifted(spec):
     retrain = spec["components"][condition["componentRef"]["name"]]["dag"]["tasks"]
     assert sorted(retrain) == RETRAIN_STEPS  # no tune, no resolve_baseline
     assert retrain["ingest"]["inputs"]["parameters"]["data"] == {"componentInputParameter": "pipelinechannel--data"}
+    # the data as they are when the traffic drifted: ingest never from KFP's cache (a rewritten URI is the same
+    # parameter); the steps after it miss the cache through ingest's new artifacts
+    assert retrain["ingest"]["cachingOptions"] == {} and retrain["train"]["cachingOptions"] == {"enableCache": True}
 
 
 def test_evaluate_compares_with_the_version_that_served_the_traffic(spec):
