@@ -113,13 +113,18 @@ def retired_base(base: str) -> str:
 
 
 def push_record(base: str, version: int) -> dict:
+    """A version's push record; its source is the pushed model's URI as lineage names it (a record written inside a
+    KFP step before that rule named the launcher's local mount of it, /minio/BUCKET/KEY: read as minio://...)."""
     path = storage.join(base, str(version), PUSH_RECORD)
     if not storage.exists(path):
         return {}
     try:
-        return json.loads(storage.read_text(path))
+        record = json.loads(storage.read_text(path))
     except (ValueError, OSError):
         return {}
+    if record.get("source"):
+        record["source"] = storage.shown_uri(record["source"])
+    return record
 
 
 def push(model_dir: str, base: str, model_sha256: str, note: dict | None = None) -> Push:
@@ -133,7 +138,9 @@ def push(model_dir: str, base: str, model_sha256: str, note: dict | None = None)
     latest = latest_version(base)
     if latest is not None and push_record(base, latest).get("model_sha256") == model_sha256:
         return Push(latest, storage.join(base, str(latest)), created=False)
-    record = {"model_sha256": model_sha256, "source": str(model_dir), "pushed_at": time.time(), **(note or {})}
+    # source: the model as lineage names it (in a KFP step, its artifact URI rather than the launcher's mount)
+    record = {"model_sha256": model_sha256, "source": storage.shown_uri(model_dir), "pushed_at": time.time(),
+              **(note or {})}
     if storage.is_remote(base):
         return _push_remote(model_dir, base, record)
     return _push_local(model_dir, base, record)

@@ -28,7 +28,18 @@ def test_push_takes_the_next_version_and_never_overwrites(tmp_path: Path):
     assert Path(base, "2", "variables", "variables.index").read_bytes() == b"index-two"
     assert layout.versions(base) == [1, 2] and layout.latest_version(base) == 2
     assert layout.push_record(base, 2)["model_sha256"] == "sha-two"
+    assert layout.push_record(base, 2)["source"] == str(tmp_path / "m2")
     assert not [p for p in Path(base).iterdir() if p.name.startswith(".push-")]  # no staging left behind
+
+
+def test_a_push_record_names_a_kfp_steps_model_by_its_artifact_uri_as_lineage_does(tmp_path: Path):
+    """Inside a KFP step the model is the launcher's mount of its artifact (/minio/BUCKET/KEY); monitor and
+    batch_predict find its training data in lineage by the artifact's URI (minio://BUCKET/KEY)."""
+    base = str(tmp_path / "taxi")
+    layout.push(str(_saved_model(tmp_path / "m")), base, "sha")
+    record = Path(base, "1", layout.PUSH_RECORD)
+    record.write_text(record.read_text().replace(str(tmp_path / "m"), "/minio/mlpipeline/v2/artifacts/run/train/model"))
+    assert layout.push_record(base, 1)["source"] == "minio://mlpipeline/v2/artifacts/run/train/model"
 
 
 def test_pushing_the_same_model_again_returns_its_version(tmp_path: Path):
