@@ -34,9 +34,9 @@ def monitor(
         model_base: The model base it serves: each version's push record names the model whose training data is
             compared.
         window_hours: The window's length in hours, ending at window_end.
-        window_end: The window's end: ISO 8601 (UTC unless it names a zone), 'now', or empty: the last complete window
-            of
-            window_hours-long windows from 00:00 UTC (a schedule's runs judge consecutive windows, each row once).
+        window_end: The window's end: ISO 8601 (UTC unless it names a zone), 'now', or empty: the last complete
+            window of window_hours-long windows from 00:00 UTC (a schedule's runs judge consecutive windows, each
+            row once).
         min_rows: Rows a version must have answered in the window to be judged.
         skew_thresholds: JSON {feature: threshold}: skew of the served rows against the train split.
         drift_thresholds: JSON {feature: threshold}: drift of the served rows from the train split.

@@ -42,8 +42,9 @@ SPEC = ComponentSpec(
         Param("window_hours", float, "The window's length in hours, ending at window_end.", default=24.0,
               run=Run()),
         Param("window_end", str, (
-            f"The window's end: ISO 8601 (UTC unless it names a zone), {NOW!r}, or empty: the last complete window of\n"
-            "window_hours-long windows from 00:00 UTC (a schedule's runs judge consecutive windows, each row once)."),
+            f"The window's end: ISO 8601 (UTC unless it names a zone), {NOW!r}, or empty: the last complete\n"
+            "window of window_hours-long windows from 00:00 UTC (a schedule's runs judge consecutive windows, each\n"
+            "row once)."),
               default=""),
         Param("min_rows", int, "Rows a version must have answered in the window to be judged.", default=1000,
               run=Run()),
