@@ -140,12 +140,22 @@ def _fifo_run(tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     # Its own session: the signal goes to the CLI process alone, not to the steps (a terminal sends it to all).
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
+    # Blocked means a process of the run waits in the kernel for the pipe's writer: until then the step may still
+    # be writing its start (a loaded machine took seconds more than a fixed sleep allowed).
     deadline = time.monotonic() + 120
-    while not list(workdir.glob("logs/*/ingest.log")):
+    while not _blocked_in_a_pipe(_processes_of(workdir, process)):
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.2)
-    time.sleep(2)  # the step's process is up and blocked in the pipe
     return process, workdir
+
+
+def _blocked_in_a_pipe(processes: list[psutil.Process]) -> bool:
+    """Whether one of the processes sleeps in open() of a named pipe nobody writes (Linux's wait_for_partner)."""
+    for proc in processes:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{proc.pid}/wchan").read_text().strip() == "wait_for_partner":
+                return True
+    return False
 
 
 def _processes_of(workdir: Path, run: subprocess.Popen) -> list[psutil.Process]:

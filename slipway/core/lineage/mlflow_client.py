@@ -26,7 +26,9 @@ from slipway.core.errors import InfrastructureError, SlipwayError
 API = "/api/2.0/mlflow"
 ARTIFACTS_API = "/api/2.0/mlflow-artifacts/artifacts"
 TIMEOUT_S = 30  # per request: an artifact upload is one request per file
-PROBE_TIMEOUT_S = 5  # the up-front check: a wrong address should fail in seconds, not after retries
+# The up-front check, one attempt: a wrong port is refused at once whatever this is, while a server that accepted
+# the connection may be slow to answer its first request on a loaded machine (CI saw 5 s pass).
+PROBE_TIMEOUT_S = 20
 RETRIES = 3  # attempts for a request that failed in transit or with a 5xx (a server restarting, a proxy)
 MAX_BATCH_PARAMS_TAGS = 100  # MLflow's limits per runs/log-batch call
 MAX_BATCH_METRICS = 1000
