@@ -81,8 +81,10 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     # A test that takes the single-node cluster up and down itself runs before the shared cluster starts
-    # (it cannot run beside it: one bridge, one set of ports).
-    items.sort(key=lambda item: item.get_closest_marker("cluster_lifecycle") is None)
+    # (it cannot run beside it: one bridge, one set of ports). The kube-apiserver tier first of all: it needs only
+    # the cluster's first build, while `up` waits for the object store's (.ci/test starts the lane between the two).
+    items.sort(key=lambda item: (item.get_closest_marker("apiserver") is None,
+                                 item.get_closest_marker("cluster_lifecycle") is None))
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from tests.support import kfp_cluster
 pytestmark = [pytest.mark.kfp_cluster, pytest.mark.cluster_lifecycle]
 
 
-def _up_until_a_pod_runs(timeout: float = 600) -> tuple[subprocess.Popen, list[str]]:
+def _up_until_a_pod_runs(timeout: float = kfp_cluster.BUILD_WAIT_S) -> tuple[subprocess.Popen, list[str]]:
     """`up` started in a session of its own, and the cluster's processes once Argo's controller runs in its pod."""
     up = subprocess.Popen(["bash", str(kfp_cluster.CLUSTER), "up"], start_new_session=True,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from slipway.components.deploy import inference_service, traffic_route
-from tests.support.kfp_cluster import NAMESPACE, TAXI_PARAMS, cluster, final_state, step_log
+from tests.support.kfp_cluster import BUILD_WAIT_S, NAMESPACE, TAXI_PARAMS, cluster, final_state, step_log
 
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster, pytest.mark.skipif(
     os.environ.get("KFP_CLUSTER_KSERVE") == "0", reason="KFP_CLUSTER_KSERVE=0: the cluster starts without KServe")]
@@ -105,10 +105,10 @@ class Load:
 
 @pytest.fixture(scope="session")
 def runtime(kfp, built) -> str:
-    """Our runtime installed, the Gateway's controller running (.ci/test starts the cluster without it while its
-    build finishes: `kfp-cluster gateway` waits for that build), and the tabular pipeline uploaded (a new version
-    where another tier uploaded it)."""
-    started = cluster("gateway")
+    """Our runtime installed, KServe and the Gateway's controller running (.ci/test starts the cluster without them
+    while their builds finish: `kfp-cluster gateway` starts the operators, then Traefik, waiting for those builds),
+    and the tabular pipeline uploaded (a new version where another tier uploaded it)."""
+    started = cluster("gateway", timeout=BUILD_WAIT_S)
     assert started.returncode == 0, started.stderr[-3000:]
     kfp.kubectl("apply", "-f", "-", input=json.dumps(inference_service.serving_runtime(built.ref("serving"))))
     uploaded = kfp.slipway("upload", str(kfp.pipelines / "tabular_pipeline.yaml"))
@@ -230,8 +230,9 @@ def test_deploy_canary_split_promote_and_rollback_through_kserve_and_the_gateway
         assert "1" not in versions[moved:], versions
 
         mark = len(load.records())
+        # version 3 is version 1's model again (train from KFP's cache): a new version, no training to wait for
         state, log, timings["broken canary version 3 rolled back"] = _deploy(
-            kfp, 0.02, canary_traffic_percent=20, memory="64Mi", timeout_s=45)
+            kfp, None, canary_traffic_percent=20, memory="64Mi", timeout_s=45)
         assert state == "FAILED"
         failed = [line for line in log.splitlines() if line.startswith("[slipway] deploy failed")]
         assert failed and "not Ready within 45 s" in failed[-1], log[-3000:]

@@ -24,7 +24,16 @@ import yaml
 from pipelines.training import IMAGES, TABULAR_TUNED
 from slipway.components.tune.local_algorithms import LOCAL_ALGORITHMS
 from slipway.delivery.commands import FINAL_STATES
-from tests.support.kfp_cluster import NAMESPACE, TAXI_PARAMS, Kfp, final_state, kfp_records, step_log
+from tests.support.kfp_cluster import (
+    NAMESPACE,
+    TAXI_PARAMS,
+    Kfp,
+    failure_report,
+    final_state,
+    kfp_records,
+    start_operators,
+    step_log,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster]
 
@@ -108,6 +117,12 @@ class MpiWatch:
                                      f"{[text[-1500:] for text in self.logs.values()]}")
             time.sleep(1)
         raise AssertionError(f"{what} within {timeout:g} s: jobs {list(self.jobs)}, pods {list(self.pods)}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def operators(kfp) -> None:
+    """The operators running (.ci/test starts the cluster without them while they build)."""
+    start_operators()
 
 
 @pytest.fixture(scope="session")
@@ -486,8 +501,7 @@ def test_every_katib_algorithm_tunes_the_taxi_pipeline_and_its_best_trial_feeds_
               watch.observations.get(trial["metadata"]["name"], {}).get("val_binary_accuracy"))
     trials_of = {}
     for algorithm, (run_id, state) in runs.items():
-        assert state == "SUCCEEDED", (algorithm, step_log(kfp, run_id, "tune")[-3000:],
-                                      step_log(kfp, run_id, "train")[-1500:])
+        assert state == "SUCCEEDED", (algorithm, failure_report(kfp, run_id))
         trials_of[algorithm] = check_experiment(kfp, watch, run_id, ALGORITHM_SEARCHES[algorithm])
     for algorithm in ("random", "bayesianoptimization"):
         rates = [assignments(t)["learning_rate"] for t in trials_of[algorithm].values()]

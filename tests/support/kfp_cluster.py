@@ -76,6 +76,19 @@ def cluster(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout)
 
 
+# `up`, `operators` and `gateway` may wait for .ci/test's background build of what they start (SeaweedFS, the
+# operators, KServe, Traefik): minutes on a fresh machine, seconds once built.
+BUILD_WAIT_S = 2400
+
+
+def start_operators() -> None:
+    """The MPI Operator, Katib and KServe started on the running cluster (`kfp-cluster operators`: .ci/test starts
+    the cluster without them while they build; nothing when they run)."""
+    started = cluster("operators", timeout=BUILD_WAIT_S)
+    assert started.returncode == 0, started.stderr[-3000:]
+    print(started.stderr)
+
+
 def state_folder() -> str:
     """The cluster's state folder, as .ci/kfp-cluster computes it (its `env` needs no running cluster)."""
     printed = cluster("env", timeout=60).stdout
@@ -123,7 +136,7 @@ def start(built, folder: Path) -> Kfp:
     object store, and the pipelines rewritten to this run's images (built: tests.support.images.Built)."""
     stopped = cluster("down")  # whatever a killed earlier run left
     assert stopped.returncode == 0, stopped.stderr[-3000:]
-    started = cluster("up")
+    started = cluster("up", timeout=BUILD_WAIT_S)
     assert started.returncode == 0, started.stderr[-3000:]
     print(started.stderr)  # the stage times, in the test log
     env = dict(re.findall(r"^export (\w+)=(.*)$", started.stdout, re.MULTILINE))
@@ -202,6 +215,25 @@ def step_log(kfp: Kfp, run_id: str, step: str) -> str:
     """The main container's log of each pod that ran a step of a run (a retried step has several), oldest first."""
     return "".join(kfp.kubectl("-n", NAMESPACE, "logs", pod["metadata"]["name"], "-c", "main")
                    for pod in step_pods(kfp, run_id, step))
+
+
+def failure_report(kfp: Kfp, run_id: str) -> str:
+    """Why a run did not succeed, for an assertion's message: KFP's error, each task that did not succeed with
+    its state, and the end of its pods' logs, or of what Argo says of its pods when they left no log."""
+    details = kfp.run_details(run_id)
+    lines = [f"run {run_id} {details.get('state')}: {details.get('error', {}).get('message', '')[-800:]}"]
+    for name, task in tasks(details).items():
+        if task.get("state") in ("SUCCEEDED", "SKIPPED", "CACHED"):
+            continue
+        lines.append(f"task {name}: {task.get('state')} {task.get('error', {}).get('message', '')[-500:]}")
+        try:
+            log = step_log(kfp, run_id, name)
+            pods = {pod["metadata"]["name"]: pod["status"].get("containerStatuses", pod["status"].get("conditions"))
+                    for pod in step_pods(kfp, run_id, name)}
+        except Exception as exc:  # noqa: BLE001 - a report must not hide the failure it reports
+            log, pods = f"(no log: {exc})", {}
+        lines.append(log[-1500:] if log.strip() else f"(no log) pods: {json.dumps(pods)[-1500:]}")
+    return "\n".join(lines)
 
 
 def final_state(kfp: Kfp, run_id: str, timeout: float = 1500) -> str:
