@@ -12,8 +12,8 @@ For each size, --repeat times (medians):
 - batch_predict: `slipway score` in a process of its own, end to end (reading the CSV, typing the rows, Beam, the
   model loaded, Parquet out, the rejects and the summary), with its process tree's peak RSS and PSS
   (process_tree.py); and the step's own seconds (its console line: the process's start and imports left out).
-- the floor: the same rows read in this process with pyarrow, typed for the model ahead of the clock
-  (batch_predict's rows.py), and the SavedModel's serving_raw called on batches of 4096: only the model's work.
+- the floor: the same rows read and typed for the model in this process ahead of the clock (batch_predict's own
+  readers.py and rows.py), and the SavedModel's serving_raw called on batches of 4096: only the model's work.
 Against the model server (once, at 1x): `slipway predict`'s way of scoring a file, one V1 request per row over one
 keep-alive connection (--server-rows rows, then scaled), and the whole file sent as one request (what `slipway
 predict` itself does: one request holding every row).
@@ -84,18 +84,18 @@ def _step_result(printed: str) -> dict:
 
 def floor(base: str, data: Path) -> dict:
     """serving_raw in this process on the same batches: rows/s of the model's own work (the rows read and typed
-    before the clock), and of a plain loop that also reads and types them (pyarrow's reader, rows.py) as it goes."""
+    before the clock), and of a plain loop that also reads and types them (readers.py, rows.py) before scoring them,
+    one after the other."""
     import tensorflow as tf
 
     from slipway.components.batch_predict import model as scoring_model
-    from slipway.components.batch_predict import rows
+    from slipway.components.batch_predict import readers
 
     model = scoring_model.resolve(None, base)
     fn = tf.saved_model.load(model.path).signatures["serving_raw"]
     started = time.monotonic()
-    table = _read(data, [i.name for i in model.inputs])
-    batches = [rows.typed_inputs(table.slice(start, BATCH), model.inputs).inputs
-               for start in range(0, table.num_rows, BATCH)]
+    source = {"path": str(data), "format": "csv", "columns": _header(data), "compression": None, "delimiter": ","}
+    batches = [typed.inputs for _, typed in readers.typed_chunks(source, BATCH, model.inputs, [KEY])]
     typed = time.monotonic() - started
     fn(**{n: tf.constant(v) for n, v in batches[0].items()})  # traced once, as the step's first batch is
     started = time.monotonic()
@@ -105,12 +105,9 @@ def floor(base: str, data: Path) -> dict:
     return {"rows": count, "seconds": time.monotonic() - started, "reading": typed}
 
 
-def _read(data: Path, names: list[str]):
-    import pyarrow.csv as pacsv
-
-    return pacsv.read_csv(data, read_options=pacsv.ReadOptions(use_threads=False),
-                          convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, "string"),
-                                                               include_columns=names))
+def _header(data: Path) -> list[str]:
+    with open(data, newline="") as f:
+        return next(csv.reader(f))
 
 
 def server(base: str, data: Path, rows_sent: int) -> dict:
@@ -184,7 +181,7 @@ def _rows(measured: dict, served: dict, sizes: list[int]) -> list[tuple[str, str
                  (f"{size}x: floor (serving_raw in process, typed batches)", f"{floor_rps:,.0f} rows/s",
                   "the model's work alone: read, typed and loaded before the clock"),
                  (f"{size}x: plain loop (read, typed, serving_raw; in process)", f"{plain_rps:,.0f} rows/s",
-                  "the same work without Beam, the model loaded before the clock"),
+                  "the same work without Beam or overlap, the model loaded before the clock"),
                  (f"{size}x: peak memory (process tree)", f"{_median(r['rss'] for r in m['runs']):,.0f} MiB RSS",
                   f"{_median(r['pss'] for r in m['runs']):,.0f} MiB PSS")]
     first, last = sizes[0], sizes[-1]

@@ -132,8 +132,7 @@ class ScoreFiles(beam.DoFn):
 
     def process(self, source: dict):
         inputs = [rows.RawInput(**spec) for spec in self._plan["inputs"]]
-        typed_chunks = ((chunk, rows.typed_inputs(chunk.batch, inputs, chunk.several))
-                        for chunk in readers.chunks(source, self._plan["batch_size"]))
+        typed_chunks = readers.typed_chunks(source, self._plan["batch_size"], inputs, self._plan["key_schema"].names)
         for chunk, typed in readers.read_ahead(typed_chunks):
             for tag, value in score_batches(self._model.fn, self._plan, source, chunk, typed):
                 yield value if tag == PREDICTIONS else beam.pvalue.TaggedOutput(tag, value)

@@ -135,7 +135,9 @@ def _joined(shards: list[Path], target: Path, fmt: str) -> None:
         target.unlink(missing_ok=True)
         return
     partial = target.with_name(f".{target.name}.partial")
-    if fmt == "parquet":
+    if len(shards) == 1:  # one shard is the file already (the usual case: one input file, one worker)
+        shutil.move(shards[0], partial)
+    elif fmt == "parquet":
         import pyarrow.parquet as pq
 
         with pq.ParquetWriter(partial, pq.ParquetFile(shards[0]).schema_arrow) as writer:
