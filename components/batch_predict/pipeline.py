@@ -18,6 +18,7 @@ from apache_beam.utils import shared
 
 from slipway.components.batch_predict import outputs as prediction_outputs
 from slipway.components.batch_predict import readers, rows
+from slipway.core.beam.pipelines import new_pipeline
 from slipway.core.statistics import training_data
 
 PREDICTIONS, REJECTS, LOGS, COUNTS, STATISTICS = "predictions", "rejects", "logs", "counts", "statistics"
@@ -31,11 +32,9 @@ SHARDS = "-SSSSS-of-NNNNN"  # BulkInferrer's and Beam's shard names
 def run(plan: dict, sources: list[dict], written: dict[str, str], beam_args: list[str]) -> None:
     """Score every source; written: where the workers write the predictions folder, the rejects folder and the
     counts file (plan: what the executor decided, as JSON-able values the workers are given)."""
-    from apache_beam.options.pipeline_options import PipelineOptions
-
     from slipway.core import storage
 
-    with beam.Pipeline(options=PipelineOptions(beam_args)) as p:
+    with new_pipeline(beam_args) as p:
         results = (p | "Files" >> beam.Create(sources)
                    | "ReadAndScore" >> beam.ParDo(ScoreFiles(plan)).with_outputs(REJECTS, LOGS, COUNTS, STATISTICS,
                                                                                    main=PREDICTIONS))

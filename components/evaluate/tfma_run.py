@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from slipway.components.evaluate.tfma_config import BASELINE, CANDIDATE
 from slipway.core import beam as beam_options
 from slipway.core import storage
+from slipway.core.beam.pipelines import new_pipeline
 from slipway.core.errors import SlipwayError
 from slipway.core.tensorflow_setup import leave_keras_unconverted
 
@@ -23,9 +24,7 @@ def run_tfma(eval_config: tfma.EvalConfig, model_dir: str, baseline_model_dir: s
     batches records adaptively by timing: TFMA's floating metric sums can then differ in the last bits between
     two runs on the same data (beam_options.RECORD_BATCH_SIZE). Paths as the runner's workers open them
     (beam_storage); model_name: the model as errors name it."""
-    import apache_beam as beam
     import tensorflow_model_analysis as tfma
-    from apache_beam.options.pipeline_options import PipelineOptions
     from tfx_bsl.public import tfxio
 
     leave_keras_unconverted()
@@ -43,7 +42,7 @@ def run_tfma(eval_config: tfma.EvalConfig, model_dir: str, baseline_model_dir: s
     source = tfxio.TFExampleRecord(file_pattern=list(files), raw_record_column_name=tfma.ARROW_INPUT_COLUMN,
                                    telemetry_descriptors=["slipway", "evaluate"])
     try:
-        with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
+        with new_pipeline(beam_args) as pipeline:
             _ = (pipeline
                  | "Read" >> source.BeamSource(beam_options.RECORD_BATCH_SIZE)
                  | "ExtractEvaluateAndWriteResults" >> tfma.ExtractEvaluateAndWriteResults(

@@ -38,6 +38,7 @@ from slipway.core.artifacts import (
     write_json,
 )
 from slipway.core.beam import storage as beam_storage
+from slipway.core.beam.pipelines import new_pipeline
 from slipway.core.errors import SlipwayError
 from slipway.core.locks import exclusive_lock
 from slipway.core.modules import load_module
@@ -346,12 +347,10 @@ def _analyze(preprocessing_fn, schema, examples_dir: str, graph_out: str, temp_r
     A pipeline of its own, so that on this machine it runs in process however many workers the transform of
     the records gets: with worker processes, the worker that wrote the graph had traced other functions before
     (which ones depends on the order bundles finished), and TensorFlow numbers traced names process-wide."""
-    import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
-    from apache_beam.options.pipeline_options import PipelineOptions
 
     train = _source(split_files(examples_dir, TRAIN_SPLIT), schema)
-    with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline, \
+    with new_pipeline(beam_args) as pipeline, \
             tft_beam.Context(temp_dir=str(temp_root)):
         analyzed = pipeline | "Read[train]" >> train.BeamSource(beam_options.RECORD_BATCH_SIZE)
         transform_fn = (analyzed, train.TensorAdapterConfig()) | "Analyze" >> tft_beam.AnalyzeDataset(
@@ -371,12 +370,10 @@ def _settle_graph(schema, graph_out: Path) -> None:
 def _transform_splits(schema, examples_dir: str, splits: list[str], graph: str, data_out: str, temp_root: str,
                       beam_args: list[str]) -> None:
     """Apply the written transform graph to every split, shard by shard, into data_out/Split-<split>/."""
-    import apache_beam as beam
     import tensorflow_transform.beam as tft_beam
-    from apache_beam.options.pipeline_options import PipelineOptions
 
     adapter_config = _source(split_files(examples_dir, TRAIN_SPLIT), schema).TensorAdapterConfig()
-    with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline, \
+    with new_pipeline(beam_args) as pipeline, \
             tft_beam.Context(temp_dir=str(temp_root)):
         transform_fn = pipeline | "ReadTransformFn" >> tft_beam.ReadTransformFn(graph)
         for split in splits:

@@ -33,6 +33,7 @@ from slipway.components.validate import report
 from slipway.core import artifacts, progress, storage
 from slipway.core import beam as beam_options
 from slipway.core.beam import storage as beam_storage
+from slipway.core.beam.pipelines import new_pipeline
 from slipway.core.errors import SlipwayError, ValidationFailed, option_name
 from slipway.core.statistics import comparators, generators, thresholds
 from slipway.core.statistics import report as statistics_report
@@ -114,12 +115,10 @@ def _beam_statistics(examples_dir: str, splits: list[str], options, choice: beam
 
 def _run_statistics(splits: list[str], options, beam_args: list[str], files: dict, written: dict) -> dict:
     """The pipeline: each split's `files` read, its statistics written to `written[split]` and read back."""
-    import apache_beam as beam
     import tensorflow_data_validation as tfdv
-    from apache_beam.options.pipeline_options import PipelineOptions
     from tfx_bsl.public import tfxio
 
-    with beam.Pipeline(options=PipelineOptions(beam_args)) as pipeline:
+    with new_pipeline(beam_args) as pipeline:
         for split in splits:
             source = tfxio.TFExampleRecord(file_pattern=files[split], telemetry_descriptors=["slipway", "validate"])
             _ = (pipeline

@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.add_argument(unused, default="", help="accepted and unused: the code is in this environment")
     args, _ = parser.parse_known_args(argv)
     prepare()
+    from slipway.core.beam.pipelines import remember_dofn_signatures
+
+    remember_dofn_signatures()  # a worker builds a bundle processor for every bundle, each reading its DoFns again
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.worker.sdk_worker import SdkHarness
