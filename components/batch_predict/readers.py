@@ -38,10 +38,11 @@ def chunks(source: dict, batch_size: int) -> Iterator[Chunk]:
 def typed_chunks(source: dict, batch_size: int, inputs: Sequence[rows.RawInput],
                  keys: Collection[str] = ()) -> Iterator[tuple[Chunk, rows.Typed]]:
     """The file's chunks with their rows typed for the model. A CSV's numeric inputs (those that are not also key
-    columns, which keep their text) are first parsed by the CSV reader itself, in small blocks: about a third of
-    the reading and typing a text column's cast afterwards costs. From the first chunk where that could differ from
-    reading text (a cell that is not plainly a number, a refused row, whose rejects entry shows the row's text, a
-    row longer than the block) on, the file is read as text as it always was, so the outcome is the same."""
+    columns, which keep their text) are first parsed by the CSV reader itself, in small blocks: reading and typing
+    take a quarter less than reading text and casting it, and memory stays flat. From the first chunk where that
+    could differ from reading text (a cell that is not plainly a number, a refused row, whose rejects entry shows
+    the row's text, a row longer than the block) on, the file is read as text as it always was, so the outcome is
+    the same."""
     numbers = [i.name for i in inputs if i.dtype != "string" and i.name not in keys
                and i.name in (source.get("columns") or ())]
     resume = 1
@@ -100,8 +101,9 @@ def _csv_chunks(source: dict, batch_size: int, numbers: Sequence[str] = (),
 
 
 def _csv_blocks(source: dict, numbers: Sequence[str]) -> Generator[tuple, None, int | None]:
-    """The reader's blocks as (table, each row's position, the unreadable rows before them); returns the position
-    to read on from when a block's numbers could not be parsed."""
+    """The reader's blocks as (table, each row's position, the unreadable rows the reader reported meanwhile, which
+    may lie after the block's rows); returns the position to read on from when a block's numbers could not be
+    parsed."""
     import pyarrow.csv as pacsv
 
     unreadable: list[tuple[int, str, str, str]] = []
