@@ -328,7 +328,9 @@ def test_new_version_swaps_in_under_load_and_retiring_falls_back(tmp_path, servi
         assert load.failures == []
         for answered in load.versions:  # each client: version 1, then version 2, never back
             assert answered == sorted(answered) and answered[0] == "1" and answered[-1] == "2"
-        assert process.read_state(str(state)).version == 2
+        # The state file is written just after the swap, by the thread that loaded the version: under load the
+        # clients can see version 2 first.
+        _wait(lambda: process.read_state(str(state)).version == 2, 30, "the state file at version 2")
 
         layout.retire(base, 2, "rejected by the test")
         process.wait_for_version(server.url, NAME, 1, timeout=60)
