@@ -89,12 +89,12 @@ def floor(base: str, data: Path) -> dict:
     import tensorflow as tf
 
     from slipway.components.batch_predict import model as scoring_model
-    from slipway.components.batch_predict import readers
+    from slipway.components.batch_predict import readers, sources
 
     model = scoring_model.resolve(None, base)
     fn = tf.saved_model.load(model.path).signatures["serving_raw"]
     started = time.monotonic()
-    source = {"path": str(data), "format": "csv", "columns": _header(data), "compression": None, "delimiter": ","}
+    source = sources.find_sources(str(data), "auto", None, "")[0].as_dict()  # as the step finds it
     batches = [typed.inputs for _, typed in readers.typed_chunks(source, BATCH, model.inputs, [KEY])]
     typed = time.monotonic() - started
     fn(**{n: tf.constant(v) for n, v in batches[0].items()})  # traced once, as the step's first batch is
@@ -103,11 +103,6 @@ def floor(base: str, data: Path) -> dict:
     for inputs in batches:
         count += len(fn(**{n: tf.constant(v) for n, v in inputs.items()})["outputs"])
     return {"rows": count, "seconds": time.monotonic() - started, "reading": typed}
-
-
-def _header(data: Path) -> list[str]:
-    with open(data, newline="") as f:
-        return next(csv.reader(f))
 
 
 def server(base: str, data: Path, rows_sent: int) -> dict:
