@@ -1,6 +1,7 @@
-"""pipelines.remember_dofn_signatures: Beam gets what it read before for every kind of callable, reads a function's
-signature once, forgets a function that is gone, and a pipeline with a stateful DoFn (which Beam finds through
-these reads) still runs as one."""
+"""pipelines.remember_what_beam_rereads: Beam gets what it read before for every kind of callable, reads a function's
+signature once, forgets a function that is gone; a DoFn's specs are read once per DoFn object, and an options view
+once per options object and class, sharing the options' values as Beam's own views do; a pipeline with a stateful
+DoFn (which Beam finds through these reads) still runs as one."""
 
 import functools
 import gc
@@ -8,8 +9,9 @@ import inspect
 
 import apache_beam as beam
 import pytest
+from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions, SetupOptions, StandardOptions
 from apache_beam.testing.util import assert_that, equal_to
-from apache_beam.transforms import core
+from apache_beam.transforms import core, userstate
 from apache_beam.transforms.userstate import BagStateSpec, is_stateful_dofn
 
 from slipway.core.beam import pipelines
@@ -29,10 +31,12 @@ def _plain(a, b=2, *rest, c=3, **more):
 
 @pytest.fixture(scope="module", autouse=True)
 def remembered():
-    pipelines.remember_dofn_signatures()
-    pipelines.remember_dofn_signatures()  # twice: wrapped once
+    pipelines.remember_what_beam_rereads()
+    pipelines.remember_what_beam_rereads()  # twice: wrapped once
     assert core.get_function_args_defaults.__wrapped__.__name__ == "get_function_args_defaults"
     assert not hasattr(core.get_function_args_defaults.__wrapped__, "__wrapped__")
+    assert not hasattr(userstate.get_dofn_specs.__wrapped__, "__wrapped__")
+    assert not hasattr(PipelineOptions.view_as.__wrapped__, "__wrapped__")
 
 
 @pytest.mark.parametrize("callable_", [_plain, lambda x, y=1: x, _Keeps().process, _Keeps.process, len, str.upper,
@@ -72,3 +76,60 @@ def test_a_stateful_dofn_is_still_found_and_run_as_one():
         kept = (pipeline | beam.Create([("k", 3), ("k", 1), ("k", 2)]) | beam.ParDo(_Keeps())
                 | beam.Map(lambda kv: len(kv[1])))
         assert_that(kept, equal_to([1, 2, 3]))
+
+
+class _Equal(beam.DoFn):
+    """Equal to every other _Equal: the specs are remembered by identity, not equality."""
+
+    def __eq__(self, other):
+        return isinstance(other, _Equal)
+
+    def __hash__(self):
+        return 0
+
+    def process(self, element):
+        yield element
+
+
+class _Duplicated(beam.DoFn):
+    SEEN = BagStateSpec("seen", beam.coders.VarIntCoder())
+
+    def process(self, element, a=beam.DoFn.StateParam(SEEN), b=beam.DoFn.StateParam(SEEN)):
+        yield element
+
+
+def test_a_dofns_specs_are_read_once_per_object_and_forgotten_with_it():
+    original = userstate.get_dofn_specs.__wrapped__
+    reads = []
+    counting = pipelines._remembering_specs(lambda dofn: reads.append(dofn) or original(dofn))
+    keeps, plain = _Keeps(), _Equal()
+    for _ in range(3):
+        state, timers = counting(keeps)
+        assert (state, timers) == original(keeps) and [s.name for s in state] == ["seen"] and timers == set()
+        state.clear()  # a caller's own set: the next caller still gets the spec
+    assert counting(plain) == (set(), set()) and counting(_Equal()) == (set(), set())
+    assert reads == [keeps, plain, reads[2]] and reads[2] is not plain  # an equal DoFn is another object
+    key = id(keeps)
+    assert key in pipelines._specs
+    del keeps, reads[:]
+    gc.collect()
+    assert key not in pipelines._specs
+    duplicated = _Duplicated()
+    for _ in range(2):  # Beam's error, every time
+        with pytest.raises(ValueError, match="duplicate"):
+            counting(duplicated)
+
+
+def test_an_options_view_is_made_once_and_shares_the_options_values():
+    options = PipelineOptions(["--runner=DirectRunner", "--experiments=a"])
+    standard = options.view_as(StandardOptions)
+    assert options.view_as(StandardOptions) is standard and standard.runner == "DirectRunner"
+    assert PipelineOptions(["--runner=DirectRunner"]).view_as(StandardOptions) is not standard  # per options object
+    options.view_as(SetupOptions).save_main_session = True  # written through one view, read through every other
+    assert options.view_as(SetupOptions).save_main_session is True
+    assert options.get_all_options()["save_main_session"] is True
+    debug = options.view_as(DebugOptions)
+    debug.add_experiment("b")
+    assert options.view_as(DebugOptions).experiments == ["a", "b"] == PipelineOptions.view_as.__wrapped__(
+        options, DebugOptions).experiments
+    assert options.view_as(StandardOptions).view_as(DebugOptions).experiments == ["a", "b"]

@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> None:
         parser.add_argument(unused, default="", help="accepted and unused: the code is in this environment")
     args, _ = parser.parse_known_args(argv)
     prepare()
-    from slipway.core.beam.pipelines import remember_dofn_signatures
+    from slipway.core.beam.pipelines import remember_what_beam_rereads
 
-    remember_dofn_signatures()  # a worker builds a bundle processor for every bundle, each reading its DoFns again
+    remember_what_beam_rereads()  # a worker builds a bundle processor for every bundle, each reading its DoFns again
     from apache_beam.io.filesystems import FileSystems
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.worker.sdk_worker import SdkHarness
