@@ -43,6 +43,7 @@ from slipway.core.errors import SlipwayError
 from slipway.core.locks import exclusive_lock
 from slipway.core.modules import load_module
 from slipway.core.saved_models import canonical_node_order
+from slipway.core.tabular.tfrecords import count_records
 from slipway.core.tasks import task_of
 
 TRAIN_SPLIT = "train"
@@ -141,40 +142,48 @@ def _traced_error(exc: Exception, module_path: str, module_file: str, recorder: 
     return f"{where}: {message}; the last feature it read: {recorder.last!r}{f' ({dtype})' if dtype else ''}"
 
 
-def _check_label_passthrough(preprocessing_fn, feature_spec: dict, label: str, module_file: str) -> list[str]:
-    """Trace preprocessing_fn once on placeholders (cheap) and check that it returns the label.
+@dataclass(frozen=True)
+class _Trace:
+    """What one trace of preprocessing_fn on placeholders tells before any work: the keys it returns and the raw
+    features those outputs are computed from (the serving signature asks for these)."""
 
-    Returns the output keys, or [] if tracing outside of a TFT context was not possible (then the check is
-    repeated on the written transform graph).
-    """
+    outputs: list[str]
+    input_columns: list[str]
+
+
+def _trace_on_placeholders(preprocessing_fn, feature_spec: dict, module_file: str) -> _Trace | None:
+    """Trace preprocessing_fn once on placeholders in a graph (as TFT's compat-v1 trace does; cheap) and check that
+    it returns a dict. None if tracing outside of a TFT context was not possible (the checks are then repeated on
+    the written transform graph, and the input columns found by TFT's own trace)."""
     import tensorflow as tf
-    from tensorflow_transform import impl_helper
+    from tensorflow_transform import graph_tools, impl_helper
 
     try:
-        with tf.compat.v1.Graph().as_default():
+        with tf.compat.v1.Graph().as_default() as graph:
             inputs = impl_helper.batched_placeholders_from_specs(feature_spec)
             outputs = preprocessing_fn(dict(inputs))
     except SlipwayError:  # the user's code failed while traced (reporting_errors named where), as it will in TFT
         raise
     except Exception:  # the real run reports the user's error with TFT's context
-        return []
+        return None
     if not isinstance(outputs, dict):
         raise SlipwayError(
             f"module file {module_file}: preprocessing_fn must return a dict, got {type(outputs).__name__}"
         )
-    if label not in outputs:
+    try:
+        used = graph_tools.get_dependent_inputs(graph, inputs, outputs)
+    except Exception:  # outputs TFT's analysis of the graph cannot follow: TFT's own trace decides after the run
+        return None
+    return _Trace(sorted(outputs), sorted(used))
+
+
+def _check_label_passthrough(trace: _Trace | None, label: str, module_file: str) -> None:
+    if trace is not None and label not in trace.outputs:
         raise SlipwayError(f"module file {module_file}: preprocessing_fn must pass the label '{label}' through")
-    return sorted(outputs)
 
 
 def _count_records(folder: Path) -> int:
-    import tensorflow as tf
-
-    files = sorted(str(p) for p in folder.glob("*.gz"))
-    if not files:
-        return 0
-    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP")
-    return int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1).numpy())
+    return sum(count_records(path) for path in folder.glob("*.gz"))
 
 
 @dataclass(frozen=True)
@@ -187,6 +196,7 @@ class _Inputs:
     label: str | None
     splits: list[str]
     raw_feature_spec: dict
+    trace: _Trace | None
 
 
 def _read_inputs(examples_dir: str, schema_dir: str, module_file: str) -> _Inputs:
@@ -209,9 +219,10 @@ def _read_inputs(examples_dir: str, schema_dir: str, module_file: str) -> _Input
     raw_feature_spec = schema_utils.schema_as_feature_spec(schema).feature_spec
     if label and label not in raw_feature_spec:
         raise SlipwayError(f"schema {schema_dir}: the label '{label}' is not in the schema")
+    trace = _trace_on_placeholders(preprocessing_fn, raw_feature_spec, module_file)
     if label:
-        _check_label_passthrough(preprocessing_fn, raw_feature_spec, label, module_file)
-    return _Inputs(preprocessing_fn, schema, meta, label, splits, raw_feature_spec)
+        _check_label_passthrough(trace, label, module_file)
+    return _Inputs(preprocessing_fn, schema, meta, label, splits, raw_feature_spec, trace)
 
 
 def run(
@@ -283,7 +294,8 @@ def _write_facts(inputs: _Inputs, transformed_spec: dict, counts: dict, examples
         {
             "label": inputs.label,
             "raw_features": sorted(inputs.raw_feature_spec),
-            "transform_input_columns": _transform_inputs(inputs.preprocessing_fn, inputs.raw_feature_spec),
+            "transform_input_columns": inputs.trace.input_columns if inputs.trace else _transform_inputs(
+                inputs.preprocessing_fn, inputs.raw_feature_spec),
             "transformed_features": sorted(transformed_spec),
         },
     )

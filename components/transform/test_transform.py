@@ -55,6 +55,46 @@ def test_transform_writes_graph_and_examples(transformed):
     assert not [p for p in root.iterdir() if p.name.startswith(".")]
 
 
+def _tfts_own_input_columns(module, schema_dir) -> list[str]:
+    """TFT's answer, from its own (TF2) trace of preprocessing_fn."""
+    import tensorflow_transform as tft
+    from tensorflow_transform import impl_helper
+    from tensorflow_transform.tf_metadata import schema_utils
+
+    from slipway.components.transform.executor import load_schema
+    from slipway.core.modules import load_module
+
+    spec = schema_utils.schema_as_feature_spec(load_schema(schema_dir)).feature_spec
+    fn = load_module(str(module), required=("preprocessing_fn",)).preprocessing_fn
+    return sorted(tft.get_transform_input_columns(fn, impl_helper.get_type_specs_from_feature_specs(spec)))
+
+
+def test_the_graphs_input_columns_are_tfts_own_from_the_checks_trace(transformed):
+    """The raw features serving asks for come from the trace that checks the label (no trace of their own): the
+    same as TFT's own trace finds, for the fixture's module and for one that ignores a feature and reads another
+    only through an analyzer."""
+    from slipway.components.transform.executor import TRANSFORM_INFO
+    from slipway.core.artifacts import read_json
+
+    root, inputs, _ = transformed
+    written = read_json(root / "graph" / TRANSFORM_INFO)["transform_input_columns"]
+    assert written == _tfts_own_input_columns(inputs["module"], inputs["schema"]) == ["cat", "label", "n", "x"]
+    module = root / "ignores_cat.py"
+    module.write_text(textwrap.dedent(
+        """
+        import tensorflow as tf
+        import tensorflow_transform as tft
+
+        def preprocessing_fn(inputs):
+            x = tft.sparse_tensor_to_dense_with_shape(inputs["x"], [None, 1], default_value=0.0)[:, 0]
+            return {"x_shifted": x - tft.mean(tf.cast(inputs["n"], tf.float32)), "label": inputs["label"]}
+        """))
+    run(examples_dir=str(inputs["examples"]), schema_dir=str(inputs["schema"]), module_file=str(module),
+        transform_graph_dir=str(root / "graph_ignores_cat"), transformed_examples_dir=str(root / "data_ignores_cat"))
+    written = read_json(root / "graph_ignores_cat" / TRANSFORM_INFO)["transform_input_columns"]
+    assert "cat" not in written and written == _tfts_own_input_columns(module, inputs["schema"])
+
+
 def _run(root, inputs, module=None, schema=None):
     return run(
         examples_dir=str(inputs["examples"]),
