@@ -31,18 +31,19 @@ TABULAR_TUNED = "slipway-tabular-tuned"
 IMAGES = "slipway-images"
 
 
-def compose(p: PipelineInputs, options: KubernetesOptions, baseline=None) -> None:
+def compose(p: PipelineInputs, options: KubernetesOptions, baseline=None, data=None) -> None:
     """The steps; with p.search_spec, a tune step between transform and train feeds the best parameters. Each
     component gets its artifacts and what compose makes here; its parameters come from the pipeline's (p.given).
     baseline: evaluate's baseline model as given (the monitoring pipeline's serving version, its steps inside a
-    dsl.If), instead of the one resolve_baseline finds."""
+    dsl.If), instead of the one resolve_baseline finds. data: ingest's data instead of the pipeline's (monitor's
+    retrain_data)."""
 
     in_condition = baseline is not None
 
     def pod(task, trainer: bool = False):
         return apply_kubernetes_options(task, p, options, trainer=trainer, in_condition=in_condition)
 
-    ingest = IngestOp(**p.given("ingest"))
+    ingest = IngestOp(**{**p.given("ingest"), **({"data": data} if data is not None else {})})
     if in_condition:  # a retrain because the traffic drifted reads the data as it is now, not KFP's cached rows of
         ingest.set_caching_options(False)  # the same URI (a schedule's data URI is usually rewritten in place)
     ingest_task = pod(ingest)

@@ -1,7 +1,8 @@
 """The compiled monitoring pipeline (pipelines/monitor_and_retrain_pipeline.yaml) as KFP's backend reads it: monitor
 first and never from the cache, nor the retrain's ingest; the training steps only under the condition on monitor's
-drifted output; evaluate's baseline the version that served (monitor's serving_model), not resolve_baseline's; what
-the pipeline asks for."""
+retrain output (drifted, or with labels the quality dropped), ingest reading what monitor says a retrain reads;
+evaluate's baseline the version that served (monitor's serving_model), not resolve_baseline's; what the pipeline
+asks for."""
 
 from pathlib import Path
 
@@ -17,18 +18,23 @@ def spec() -> dict:
     return next(yaml.safe_load_all((ROOT / "pipelines" / "monitor_and_retrain_pipeline.yaml").read_text()))
 
 
-def test_the_training_steps_run_only_when_monitor_says_drifted(spec):
+def test_the_training_steps_run_only_when_monitor_calls_for_a_retrain(spec):
     root = spec["root"]["dag"]["tasks"]
     assert sorted(root) == ["condition-1", "monitor"]
     assert root["monitor"]["cachingOptions"] == {}  # enableCache left out: the window moves, the log grows
     condition = root["condition-1"]
     assert condition["triggerPolicy"]["condition"] == \
-        "inputs.parameter_values['pipelinechannel--monitor-drifted'] == true"
-    assert condition["inputs"]["parameters"]["pipelinechannel--monitor-drifted"] == {
-        "taskOutputParameter": {"outputParameterKey": "drifted", "producerTask": "monitor"}}
+        "inputs.parameter_values['pipelinechannel--monitor-retrain'] == true"
+    assert condition["inputs"]["parameters"]["pipelinechannel--monitor-retrain"] == {
+        "taskOutputParameter": {"outputParameterKey": "retrain", "producerTask": "monitor"}}
     retrain = spec["components"][condition["componentRef"]["name"]]["dag"]["tasks"]
     assert sorted(retrain) == RETRAIN_STEPS  # no tune, no resolve_baseline
-    assert retrain["ingest"]["inputs"]["parameters"]["data"] == {"componentInputParameter": "pipelinechannel--data"}
+    # the labelled logged rows when labels were given, else the pipeline's data (monitor's new_data)
+    assert retrain["ingest"]["inputs"]["parameters"]["data"] == {
+        "componentInputParameter": "pipelinechannel--monitor-retrain_data"}
+    monitor = root["monitor"]["inputs"]["parameters"]
+    assert monitor["new_data"] == {"componentInputParameter": "data"}
+    assert monitor["labels"] == {"componentInputParameter": "labels"}
     # the data as they are when the traffic drifted: ingest never from KFP's cache (a rewritten URI is the same
     # parameter); the steps after it miss the cache through ingest's new artifacts
     assert retrain["ingest"]["cachingOptions"] == {} and retrain["train"]["cachingOptions"] == {"enableCache": True}

@@ -4,7 +4,7 @@ its body hands the arguments to step.py."""
 from typing import NamedTuple
 
 from kfp import dsl
-from kfp.dsl import HTML, Artifact, Markdown, Output
+from kfp.dsl import HTML, Artifact, Dataset, Markdown, Output
 
 from slipway.core.images import RUNTIME_IMAGE
 
@@ -14,6 +14,7 @@ def monitor(
     statistics: Output[Artifact],
     report: Output[HTML],
     summary: Output[Markdown],
+    labelled_rows: Output[Dataset],
     payload_logs: str = "",
     model_name: str = "",
     model_base: str = "",
@@ -23,8 +24,20 @@ def monitor(
     skew_thresholds: str = "{}",
     drift_thresholds: str = "{}",
     default_drift_threshold: float = 0.05,
+    labels: str = "",
+    labels_key: str = "request_id",
+    max_quality_drop: float = 0.05,
+    new_data: str = "",
     lineage_store: str = "",
-) -> NamedTuple("Outputs", drifted=bool, drifted_features=str, serving_model=str):
+) -> NamedTuple(
+    "Outputs",
+    drifted=bool,
+    drifted_features=str,
+    serving_model=str,
+    quality_dropped=bool,
+    retrain=bool,
+    retrain_data=str,
+):
     """Check the rows a served model answered in a time window (its payload log) against the training data
     of the version that answered them, found through lineage: drift per feature and a retrain decision.
 
@@ -41,6 +54,14 @@ def monitor(
         skew_thresholds: JSON {feature: threshold}: skew of the served rows against the train split.
         drift_thresholds: JSON {feature: threshold}: drift of the served rows from the train split.
         default_drift_threshold: Drift threshold for the features not listed; below 0 judges only the listed ones.
+        labels: The served rows' labels, when they have arrived: a CSV or Parquet file or folder (local or s3://) with
+            the request id the server logged (labels_key), optionally `row` (the row's place in its request, 0 when
+            absent) and the model's label column. Empty: drift only.
+        labels_key: The labels' column holding the request id (the request's X-Request-Id).
+        max_quality_drop: With labels: how much worse than evaluate measured the version (relative; 0.05 = 5%) a metric
+            may be
+            on the served rows before a retrain is called for.
+        new_data: What a retrain reads when no labels are given: the pipeline's data.
         lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
             locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
             environment variable, else nothing is recorded (said once).
@@ -50,9 +71,15 @@ def monitor(
             decision).
         report: Per feature, the training data against the served rows: a table and a chart each.
         summary: The decision, the window, the rows per version and each version's anomalies.
+        labelled_rows: With labels: the window's labelled rows (raw features as served and the label) as rows.parquet,
+            what
+            a retrain reads.
         drifted: Whether any feature of a judged version drifted past its threshold.
         drifted_features: The drifted features, comma-separated; empty when none.
         serving_model: The version that answered the most judged rows (a SavedModel folder): a retrain's baseline.
+        quality_dropped: Whether a metric on the labelled served rows fell past max_quality_drop.
+        retrain: Whether to retrain: drifted or quality_dropped.
+        retrain_data: What a retrain reads: the labelled rows when there are any, else new_data.
     """
     arguments = dict(locals())  # the parameters, before anything else is bound
     from slipway.components.monitor import step

@@ -13,14 +13,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from slipway.components.monitor import logs, report
+from slipway.components.monitor import logs, quality, report
 from slipway.core import storage
 from slipway.core.artifacts import atomic_write_text, staged_output
 from slipway.core.errors import SlipwayError
 from slipway.core.statistics import thresholds, training_data
 from slipway.serving import layout
+from slipway.serving.payload_log import MODEL_VERSION
 
 RESULT_FILE = "monitoring.json"  # beside the served rows' statistics: the decision and the anomalies
+RETRAIN_FILE = "rows.parquet"  # in labelled_rows: the labelled logged rows, what a retrain's ingest reads
 DECIDING_KINDS = ("drift", "skew")  # comparator anomalies decide; a schema anomaly is reported, not deciding
 CHUNK_ROWS = 8192
 
@@ -36,6 +38,8 @@ class Served:
     statistics: object  # DatasetFeatureStatisticsList of the served rows
     anomalies: list[dict]
     divergences: dict[str, float]  # numeric feature -> Jensen-Shannon divergence from the training deciles
+    push: dict  # the version's push record
+    quality: dict | None = None  # quality.measure's, when labels were given
 
     @property
     def split(self) -> str:
@@ -47,30 +51,71 @@ class Served:
 
 
 def run(*, payload_logs: str, model_name: str, model_base: str, statistics_dir: str, report_path: str = "",
-        summary_path: str = "", window_hours: float = 24.0, window_end: str = "", min_rows: int = 1000,
-        skew_thresholds: dict | str = "{}", drift_thresholds: dict | str = "{}",
-        default_drift_threshold: float = 0.05, lineage=None) -> dict:
-    """Compare the window's served rows with each serving version's training data; returns what
-    monitoring.json records (the decision, the rows per version, the anomalies)."""
+        summary_path: str = "", labelled_rows_dir: str = "", labelled_rows_uri: str = "", window_hours: float = 24.0,
+        window_end: str = "", min_rows: int = 1000, skew_thresholds: dict | str = "{}",
+        drift_thresholds: dict | str = "{}", default_drift_threshold: float = 0.05, labels: str = "",
+        labels_key: str = "request_id", max_quality_drop: float = 0.05, new_data: str = "", lineage=None) -> dict:
+    """Compare the window's served rows with each serving version's training data, and with labels their answers
+    with the version's evaluation; returns what monitoring.json records (the decision, the rows per version, the
+    anomalies, the quality, what a retrain reads)."""
     if min_rows < 1:
         raise SlipwayError(f"min_rows {min_rows}: at least 1")
     if not model_name:
         raise SlipwayError("model_name: empty (the served model's name: the payload log's folder under payload_logs)")
+    if not max_quality_drop >= 0:
+        raise SlipwayError(f"max_quality_drop {max_quality_drop}: must be 0 or more (0.05: 5% worse than evaluated)")
     skew = thresholds.parse_thresholds("skew_thresholds", skew_thresholds)
     drift = thresholds.parse_thresholds("drift_thresholds", drift_thresholds)
     default_drift = thresholds.default_drift(default_drift_threshold)
+    labelled = quality.read_labels(labels, labels_key) if labels else None  # a bad labels file fails first
     span = logs.window(window_hours, window_end)
     table, folders = logs.read_window(payload_logs, model_name, span)
     counts = logs.versions(table) if table is not None else {}
     enough = {v: n for v, n in sorted(counts.items()) if n >= min_rows}
     served = [_compare(table, v, n, model_base, lineage, skew, drift, default_drift) for v, n in enough.items()]
+    retrain_rows = _judge_quality(served, table, labelled, labels_key, lineage, max_quality_drop, min_rows) \
+        if labelled is not None else None
     result = _decision(served, counts, min_rows, span, folders)
     busiest = max(served, key=lambda s: s.rows, default=None)
     result.update(payload_logs=payload_logs, model_name=model_name, model_base=model_base,
                   serving_model=storage.join(model_base, str(busiest.version)) if busiest else "",
-                  thresholds={"skew": skew, "drift": drift, "default_drift": default_drift})
+                  thresholds={"skew": skew, "drift": drift, "default_drift": default_drift,
+                              "max_quality_drop": max_quality_drop}, labels=labels,
+                  quality_judged=any(s.quality for s in served),
+                  retrain_data=new_data, retrain_rows=0)
+    if retrain_rows is not None and retrain_rows.num_rows and labelled_rows_dir:
+        result.update(retrain_data=storage.s3_uri(storage.join(labelled_rows_uri or labelled_rows_dir, RETRAIN_FILE)),
+                      retrain_rows=retrain_rows.num_rows)
     _write(statistics_dir, report_path, summary_path, served, result)
+    if retrain_rows is not None and retrain_rows.num_rows and labelled_rows_dir:
+        _write_retrain_rows(labelled_rows_dir, retrain_rows)
     return result
+
+
+def _judge_quality(served: list[Served], table: pa.Table | None, labelled: pa.Table, key: str, lineage,
+                   max_drop: float, min_rows: int) -> pa.Table | None:
+    """Each judged version's answers against the labels (Served.quality); returns the window's labelled rows as
+    training data (raw features and label), or None when no version was judged."""
+    label = None
+    for s in served:
+        evaluation = quality.evaluation_of(lineage, s.push, s.model)
+        if isinstance(evaluation, str):
+            raise SlipwayError(f"monitor: cannot judge version {s.version}'s answers against the labels: {evaluation}")
+        joined = quality.join(table.filter(pc.equal(table[MODEL_VERSION], s.version)), labelled, key,
+                              evaluation.label)
+        s.quality = quality.measure(joined, evaluation, max_drop, min_rows)
+        label = label or evaluation.label
+    if label is None:
+        return None
+    return quality.retrain_table(quality.join(table, labelled, key, label), label)
+
+
+def _write_retrain_rows(folder: str, rows: pa.Table) -> None:
+    """The labelled rows as one Parquet file, the folder moved into place whole."""
+    import pyarrow.parquet as pq
+
+    with staged_output(folder) as out:
+        pq.write_table(rows, str(Path(out) / RETRAIN_FILE))
 
 
 def _compare(table: pa.Table, version: int, rows: int, base: str, lineage, skew: dict, drift: dict,
@@ -78,7 +123,8 @@ def _compare(table: pa.Table, version: int, rows: int, base: str, lineage, skew:
     """One version's rows against its training data (one line when lineage cannot name it)."""
     from slipway.core.statistics import generators
 
-    source = layout.push_record(base, version).get("source")
+    push = layout.push_record(base, version)
+    source = push.get("source")
     if not source:
         raise SlipwayError(f"model_base {base}: version {version} served {rows:,} rows in the window but has no push "
                            "record naming the model it was pushed from (pushed by Slipway's deploy?)")
@@ -93,7 +139,7 @@ def _compare(table: pa.Table, version: int, rows: int, base: str, lineage, skew:
                for start in range(0, rows_table.num_rows, CHUNK_ROWS))
     statistics = generators.statistics_of(batches, generators.stats_options(found.schema), split)
     anomalies, divergences = _anomalies(found, statistics, values, split, skew, drift, default_drift)
-    return Served(version, rows, str(source), found, statistics, anomalies, divergences)
+    return Served(version, rows, str(source), found, statistics, anomalies, divergences, push)
 
 
 def _anomalies(found: training_data.TrainingData, statistics, values: dict[str, np.ndarray], split: str,
@@ -144,6 +190,8 @@ def _text(column: pa.Array) -> pa.Array:
 def _decision(served: list[Served], counts: dict[int, int], min_rows: int, span: logs.Window,
               folders: list[str]) -> dict:
     drifted = sorted({f for s in served for f in s.drifted_features})
+    dropped = [f"{name} {m['evaluated']:.4g} evaluated, {m['served']:.4g} served (v{s.version})"
+               for s in served if s.quality for name, m in s.quality["metrics"].items() if m["dropped"]]
     total = sum(counts.values())
     if not served:
         decision = (f"no drift decided: {total:,} rows in the window ({span.describe()}), fewer than min_rows "
@@ -155,12 +203,20 @@ def _decision(served: list[Served], counts: dict[int, int], min_rows: int, span:
     else:
         decision = f"no drift ({total:,} rows, {span.describe()})"
         status = "no_drift"
-    return {"drifted": bool(drifted), "drifted_features": drifted, "status": status, "decision": decision,
+    if dropped:
+        decision += f"; quality dropped: {'; '.join(dropped)}"
+    elif any(s.quality and s.quality["judged"] for s in served):
+        decision += "; quality held against the labels"
+    elif any(s.quality for s in served):
+        decision += f"; quality not judged: fewer than min_rows {min_rows:,} labelled rows"
+    return {"drifted": bool(drifted), "drifted_features": drifted, "quality_dropped": bool(dropped),
+            "retrain": bool(drifted or dropped), "status": status, "decision": decision,
             "rows": total, "window": {"start": span.start.isoformat(), "end": span.end.isoformat()},
             "folders": folders, "rows_per_version": {str(v): n for v, n in sorted(counts.items())},
             "versions": [{"version": s.version, "rows": s.rows, "model": s.model, "schema": s.training.schema_uri,
                           "training_statistics": s.training.statistics_uri, "drifted_features": s.drifted_features,
-                          "divergences": s.divergences, "anomalies": s.anomalies} for s in served]}
+                          "divergences": s.divergences, "anomalies": s.anomalies, "quality": s.quality}
+                         for s in served]}
 
 
 def _write(statistics_dir: str, report_path: str, summary_path: str, served: list[Served], result: dict) -> None:

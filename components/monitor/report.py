@@ -26,6 +26,7 @@ def markdown(result: dict) -> str:
         lines += ["", f"## Version {entry['version']} against its training data",
                   f"Trained model: {md_code(entry['model'])}; train statistics {md_code(entry['training_statistics'])}",
                   ""]
+        lines += _quality_markdown(entry.get("quality"))
         if not entry["anomalies"]:
             lines.append("No anomalies.")
             continue
@@ -35,10 +36,35 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _quality_markdown(quality: dict | None) -> list[str]:
+    """The answers against the labels: each metric served and as evaluate measured it."""
+    if not quality:
+        return []
+    lines = [f"Labelled rows: {quality['labelled_rows']:,} (labels naming no class of the model: "
+             f"{quality['unusable_labels']:,}){'' if quality['judged'] else ', too few to judge'}; evaluation "
+             f"{md_code(quality['evaluation'])}", "",
+             "| metric | served | evaluated | worse by | dropped |", "| --- | ---: | ---: | ---: | --- |"]
+    lines += [f"| {name} | {m['served']:.4f} | {m['evaluated']:.4f} | {m['worse_by']:.1%} | "
+              f"{'yes' if m['dropped'] else 'no'} |" for name, m in quality["metrics"].items()]
+    return lines + [""]
+
+
+def _quality_html(quality: dict | None) -> list[str]:
+    if not quality:
+        return []
+    e = html.escape
+    parts = [f"<p>Against {quality['labelled_rows']:,} labelled rows (evaluation <code>{e(quality['evaluation'])}"
+             "</code>):</p>", "<table><tr><th>Metric</th><th>Served</th><th>Evaluated</th><th>Worse by</th></tr>"]
+    parts += [f'<tr><td>{e(name)}</td><td class="num">{m["served"]:.4f}</td><td class="num">{m["evaluated"]:.4f}'
+              f'</td><td class="num {"bad" if m["dropped"] else "ok"}">{m["worse_by"]:.1%}</td></tr>'
+              for name, m in quality["metrics"].items()]
+    return parts + ["</table>"]
+
+
 def html_report(served: list, result: dict) -> str:
     """The page: the decision, then per version its anomalies, a table per feature and the charts."""
     e = html.escape
-    state = "bad" if result["drifted"] else "ok"
+    state = "bad" if result["retrain"] else "ok"
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>Monitoring report</title>',
              f"<style>{statistics_report.CHART_CSS}</style></head><body>",
              f"<h1>Monitoring report: {e(result['model_name'])}</h1><ul>",
@@ -57,7 +83,8 @@ def _version_section(s) -> list[str]:
     e = html.escape
     stats = {TRAIN: s.training.statistics, s.split: s.statistics}
     parts = [f"<h2>Version {s.version}: {s.rows:,} served rows against its training data</h2>",
-             f"<p>Trained model <code>{e(s.model)}</code>; schema <code>{e(s.training.schema_uri)}</code></p>"]
+             f"<p>Trained model <code>{e(s.model)}</code>; schema <code>{e(s.training.schema_uri)}</code></p>",
+             *_quality_html(s.quality)]
     if s.anomalies:
         parts.append("<table><tr><th>Feature</th><th>Kind</th><th>Anomaly</th><th>Description</th></tr>")
         parts += [f"<tr><td>{e(a['feature'] or '(dataset)')}</td><td>{e(a['kind'])}</td><td>{e(a['short'])}</td>"

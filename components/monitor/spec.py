@@ -32,6 +32,9 @@ SPEC = ComponentSpec(
             lineage_type="ExampleStatistics"),
         Out("report", "HTML", "Per feature, the training data against the served rows: a table and a chart each."),
         Out("summary", "Markdown", "The decision, the window, the rows per version and each version's anomalies."),
+        Out("labelled_rows", "Dataset", (
+            "With labels: the window's labelled rows (raw features as served and the label) as rows.parquet, what\n"
+            "a retrain reads."), lineage_type="Dataset"),
         Param("payload_logs", str, "Where the model server logs its payloads (--log-payloads): a folder or s3://.",
               default="", run=Run()),  # a pipeline parameter without a `slipway run` flag: no local pipeline
         Param("model_name", str, "The served model's name: its folder in the payload log.", default="",
@@ -54,6 +57,19 @@ SPEC = ComponentSpec(
               default="{}"),
         Param("default_drift_threshold", float,
               "Drift threshold for the features not listed; below 0 judges only the listed ones.", default=0.05),
+        Param("labels", str, (
+            "The served rows' labels, when they have arrived: a CSV or Parquet file or folder (local or s3://) with\n"
+            "the request id the server logged (labels_key), optionally `row` (the row's place in its request, 0 when\n"
+            "absent) and the model's label column. Empty: drift only."),
+              default="", run=Run()),
+        Param("labels_key", str, "The labels' column holding the request id (the request's X-Request-Id).",
+              default="request_id", run=Run()),
+        Param("max_quality_drop", float, (
+            "With labels: how much worse than evaluate measured the version (relative; 0.05 = 5%) a metric may be\n"
+            "on the served rows before a retrain is called for."),
+              default=0.05, run=Run()),
+        Param("new_data", str, "What a retrain reads when no labels are given: the pipeline's data.", default="",
+              run="data"),
         Param("lineage_store", str, descriptions.LINEAGE_STORE, default="", run="lineage_store", executor=False,
               recorded=False),
     ),
@@ -62,6 +78,9 @@ SPEC = ComponentSpec(
         Returns("drifted_features", str, "The drifted features, comma-separated; empty when none."),
         Returns("serving_model", str, (
             "The version that answered the most judged rows (a SavedModel folder): a retrain's baseline.")),
+        Returns("quality_dropped", bool, "Whether a metric on the labelled served rows fell past max_quality_drop."),
+        Returns("retrain", bool, "Whether to retrain: drifted or quality_dropped."),
+        Returns("retrain_data", str, "What a retrain reads: the labelled rows when there are any, else new_data."),
     ),
     summary=summary,
 )

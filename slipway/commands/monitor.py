@@ -33,6 +33,14 @@ def add_parser(commands) -> None:
     parser.add_argument("--drift", default="{}", metavar="JSON", help="JSON {feature: threshold}: drift from train")
     parser.add_argument("--default-drift-threshold", type=float, default=0.05,
                         help="drift threshold for the features --drift does not name (default 0.05; below 0: none)")
+    parser.add_argument("--labels", default="", metavar="FILE",
+                        help="labels of the served rows (CSV/Parquet file or folder, local or s3://): the request id "
+                             "the server logged, optionally `row`, and the label column; judges the answers against "
+                             "evaluate's numbers for the version")
+    parser.add_argument("--labels-key", default="request_id",
+                        help="the labels' request id column (default request_id)")
+    parser.add_argument("--max-quality-drop", type=float, default=0.05,
+                        help="how much worse than evaluated (relative) a metric may be (default 0.05)")
     parser.add_argument("--output", default="", metavar="DIR",
                         help="where the report and statistics go (default: WORKDIR/monitoring/<time>)")
     parser.add_argument("--workdir", default="out",
@@ -51,11 +59,14 @@ def command(args: argparse.Namespace) -> int:
         "statistics": StepArtifact(str(output / "statistics"), str(output / "statistics")),
         "report": StepArtifact(str(output / "report.html"), str(output / "report.html")),
         "summary": StepArtifact(str(output / "summary.md"), str(output / "summary.md")),
+        "labelled_rows": StepArtifact(str(output / "labelled_rows"), str(output / "labelled_rows")),
         "payload_logs": single_step.absolute(args.logs), "model_name": args.name or model_name_for(base),
         "model_base": base,
         "window_hours": args.window_hours, "window_end": args.window_end, "min_rows": args.min_rows,
         "skew_thresholds": args.skew, "drift_thresholds": args.drift,
         "default_drift_threshold": args.default_drift_threshold,
+        "labels": single_step.absolute(args.labels) if args.labels else "", "labels_key": args.labels_key,
+        "max_quality_drop": args.max_quality_drop, "new_data": "",
         "lineage_store": args.lineage_store or single_step.workdir_store(Path(args.workdir)),
     }
     try:
@@ -66,6 +77,11 @@ def command(args: argparse.Namespace) -> int:
             shutil.rmtree(output, ignore_errors=True)
         raise
     result = json.loads((output / "statistics" / executor.RESULT_FILE).read_text())
-    print(f"{'drifted' if result['drifted'] else 'no drift'}: report {output / 'report.html'}")
+    verdict = "drifted" if result["drifted"] else "no drift"
+    if result["quality_judged"]:
+        verdict += ", quality dropped" if result["quality_dropped"] else ", quality held"
+    print(f"{verdict}: report {output / 'report.html'}")
+    if result["retrain_rows"]:
+        print(f"  {result['retrain_rows']:,} labelled rows to retrain on: {result['retrain_data']}")
     return 0
 

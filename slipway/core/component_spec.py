@@ -212,8 +212,11 @@ def _return_annotation(spec: ComponentSpec) -> str:
         return ""
     if len(spec.returns) == 1:
         return f" -> {SCALAR_TYPES[spec.returns[0].type]}"
-    fields = ", ".join(f"{r.name}={SCALAR_TYPES[r.type]}" for r in spec.returns)
-    return f' -> NamedTuple("Outputs", {fields})'
+    fields = [f"{r.name}={SCALAR_TYPES[r.type]}" for r in spec.returns]
+    one_line = f' -> NamedTuple("Outputs", {", ".join(fields)})'
+    if len(one_line) <= 100:  # what the signature's closing line may add and stay within ruff's 120
+        return one_line
+    return " -> NamedTuple(\n" + "".join(f"    {entry},\n" for entry in ['"Outputs"', *fields]) + ")"
 
 
 def docstring(spec: ComponentSpec) -> str:

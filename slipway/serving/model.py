@@ -25,7 +25,20 @@ from slipway.serving.protocol import (
 from slipway.serving.savedmodel import DEFAULT_SIGNATURE, Version, load_version, one_line
 
 VERSION_HEADER = "x-model-version"
+REQUEST_ID_HEADER = "x-request-id"  # the id a logged request's rows carry (labels are joined on it later)
 log = logging.getLogger("slipway.serving")
+
+
+def request_id_of(payload, headers: dict | None) -> str:
+    """The request's id as the payload log keeps it: a V2 request's own id, the X-Request-Id header (KServe's and
+    most gateways' convention), else a new one."""
+    given = payload.id if isinstance(payload, InferRequest) else None
+    given = given or (headers or {}).get(REQUEST_ID_HEADER)
+    if given:
+        return str(given)
+    import uuid
+
+    return uuid.uuid4().hex
 
 
 class SavedModelServer(Model):
@@ -124,10 +137,13 @@ class SavedModelServer(Model):
             sig, arrays, rows, row_format = v1_request(payload, served.signatures)
             outputs = await sig.batcher.run(arrays, rows)
             result = v1_response(outputs, row_format)
-        if self.payload_log is not None:
-            self.payload_log.record(sig.name, served.number, arrays, outputs, rows)
         if response_headers is not None:
             response_headers[VERSION_HEADER] = str(served.number)
+        if self.payload_log is not None:
+            request_id = request_id_of(payload, headers)
+            self.payload_log.record(sig.name, served.number, arrays, outputs, rows, request_id)
+            if response_headers is not None:  # a made-up id is only useful if the client learns it
+                response_headers[REQUEST_ID_HEADER] = request_id
         return result
 
     def _default_specs(self, outputs: bool) -> list[dict]:

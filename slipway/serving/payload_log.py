@@ -10,7 +10,9 @@ in the log (the first failure, then every minute while it lasts, then the recove
 Files: DEST/NAME/YYYY-MM-DD/HHMMSS.ffffff-HOST-PID-SEQ.parquet (UTC; one file per signature and version per
 write), each written whole: a local file under a temporary name moved into place, an object in one PUT. Columns:
 the signature's inputs under their own names (strings as binary, a [n, 1] input as one value per row), the outputs
-as `_prediction` (the output `outputs`) or `_prediction_KEY`, then `_model_version`, `_signature`, `_logged_at`.
+as `_prediction` (the output `outputs`) or `_prediction_KEY`, then `_model_version`, `_signature`, `_logged_at`,
+`_request_id` (the request's X-Request-Id header, a V2 request's id, else one made up and sent back in the response's
+X-Request-Id) and `_row` (the row's place in its request, from 0): the key a user's labels are joined on later.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 LOGGED_AT, MODEL_VERSION, SIGNATURE, PREDICTION = "_logged_at", "_model_version", "_signature", "_prediction"
+REQUEST_ID, ROW = "_request_id", "_row"
 BATCH_ROWS = 1000  # rows that wake the writer before its interval
 FLUSH_SECONDS = 5.0  # the longest a row waits to be written
 MAX_PENDING_ROWS = 100_000  # rows held for the writer; a request beyond them is dropped, not waited for
@@ -41,6 +44,7 @@ class _Request:
     inputs: dict[str, np.ndarray]
     outputs: dict[str, np.ndarray]
     rows: int
+    request_id: str
 
 
 class PayloadLog:
@@ -62,13 +66,13 @@ class PayloadLog:
         self._counters = _counters(model_name)
 
     def record(self, signature: str, version: int, inputs: dict[str, np.ndarray],
-               outputs: dict[str, np.ndarray], rows: int) -> None:
+               outputs: dict[str, np.ndarray], rows: int, request_id: str) -> None:
         """Queue a request's rows (the request's own arrays, not copied: nothing changes them after the answer)."""
         with self._wake:
             if self._closing or self._pending_rows + rows > self.max_pending_rows:
                 self._drop(rows, "the writer is behind" if not self._closing else "the server is stopping")
                 return
-            self._pending.append(_Request(signature, version, time.time(), inputs, outputs, rows))
+            self._pending.append(_Request(signature, version, time.time(), inputs, outputs, rows, request_id))
             self._pending_rows += rows
             if self._pending_rows >= self.batch_rows:
                 self._wake.notify()
@@ -166,6 +170,8 @@ def _table(requests: list[_Request]):
     columns[SIGNATURE] = pa.array([requests[0].signature] * sum(rows), pa.string())
     stamps = np.repeat(np.array([r.logged_at for r in requests]) * 1000, rows).astype(np.int64)
     columns[LOGGED_AT] = pa.array(stamps, pa.timestamp("ms", tz="UTC"))
+    columns[REQUEST_ID] = pa.array(np.repeat([r.request_id for r in requests], rows), pa.string())
+    columns[ROW] = pa.array(np.concatenate([np.arange(n, dtype=np.int32) for n in rows]), pa.int32())
     return pa.table(columns)
 
 

@@ -57,12 +57,14 @@ def test_every_answered_row_is_logged_with_its_inputs_answer_version_and_time(tm
     try:
         url = f"{server.url}/v1/models/{NAME}:predict"
         answers = []
-        for row in _raw(ROWS):  # one row per request, as the traffic mostly is
-            status, _, body = http_json(url, {"signature_name": "serving_raw", "instances": [row]})
-            assert status == 200
+        for i, row in enumerate(_raw(ROWS)):  # one row per request, as the traffic mostly is; the client's own ids
+            status, head, body = http_json(url, {"signature_name": "serving_raw", "instances": [row]},
+                                           headers={"X-Request-Id": f"trip-{i}"})
+            assert status == 200 and head["x-request-id"] == f"trip-{i}"
             answers.append(body["predictions"][0])
-        status, _, columns = http_json(url, {"signature_name": "serving_raw", "inputs": serving.raw_columns(ROWS)})
+        status, head, columns = http_json(url, {"signature_name": "serving_raw", "inputs": serving.raw_columns(ROWS)})
         assert status == 200
+        made_up = head["x-request-id"]  # no id given: the server makes one and says which
         examples = [{"b64": base64.b64encode(e).decode()} for e in serving.serialized_examples(ROWS)]
         assert http_json(url, {"instances": examples})[0] == 200
         assert http_json(url, {"signature_name": "serving_raw", "instances": [{"x": 1.0}]})[0] == 400  # not logged
@@ -77,6 +79,8 @@ def test_every_answered_row_is_logged_with_its_inputs_answer_version_and_time(tm
     np.testing.assert_allclose(np.array(raw["_prediction"]).reshape(-1),
                                np.array(answers + columns["outputs"]).reshape(-1), rtol=1e-6)
     assert set(raw["_model_version"]) == {1}
+    assert raw["_request_id"] == [f"trip-{i}" for i in range(len(ROWS))] + [made_up] * len(ROWS)
+    assert raw["_row"] == [0] * len(ROWS) + list(range(len(ROWS))) and len(made_up) == 32
     stamps = [t.timestamp() for t in raw["_logged_at"]]
     assert all(started <= t <= time.time() for t in stamps) and stamps == sorted(stamps)
     by_examples = logged.filter(pa.compute.equal(logged["_signature"], "serving_default"))

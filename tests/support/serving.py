@@ -69,14 +69,16 @@ def raw_columns(rows: list[dict]) -> dict[str, list]:
     }
 
 
-def http_json(url: str, body: dict | bytes | None = None, timeout: float = 30) -> tuple[int, dict, object]:
-    """(status, headers, decoded JSON) of a GET (body None) or a POST of JSON (a dict) or of raw bytes."""
+def http_json(url: str, body: dict | bytes | None = None, timeout: float = 30,
+              headers: dict | None = None) -> tuple[int, dict, object]:
+    """(status, headers, decoded JSON) of a GET (body None) or a POST of JSON (a dict) or of raw bytes, with these
+    request headers besides its content type."""
     import json
     import urllib.error
     import urllib.request
 
     data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, {k.lower(): v for k, v in response.headers.items()}, json.loads(response.read())
