@@ -190,12 +190,14 @@ def test_late_labels_judge_the_answers_against_the_evaluation_and_make_the_retra
     few = _monitor(capsys, workdir, base, logs, tmp_path / "few", started, between, "--labels", half_flipped)
     assert not few["result"]["retrain"] and not few["result"]["versions"][0]["quality"]["judged"]  # 750 < min_rows
     assert "quality not judged: fewer than min_rows 1,000 labelled rows" in few["result"]["decision"]
+    assert "no drift, quality not judged (too few labelled rows): report" in few["printed"]
     flipped = _monitor(capsys, workdir, base, logs, tmp_path / "flipped", started, between, "--labels",
                        half_flipped, "--min-rows", str(ROWS // 2))
     quality = flipped["result"]["versions"][0]["quality"]
     assert quality["labelled_rows"] == ROWS // 2 and sorted(quality["dropped"]) == ["auc", "binary_accuracy"]
     assert quality["metrics"]["binary_accuracy"]["served"] < 0.2  # every label the opposite of a 0.9 model's
     assert flipped["result"]["quality_dropped"] and flipped["result"]["retrain"]
+    assert "no drift, quality dropped: report" in flipped["printed"]
     assert not flipped["result"]["drifted"] and "quality dropped: binary_accuracy" in flipped["result"]["decision"]
     assert '<td class="num bad">' in flipped["report"] and '<td class="num bad">' not in held["report"]
 

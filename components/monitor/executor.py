@@ -81,14 +81,14 @@ def run(*, payload_logs: str, model_name: str, model_base: str, statistics_dir: 
                   serving_model=storage.join(model_base, str(busiest.version)) if busiest else "",
                   thresholds={"skew": skew, "drift": drift, "default_drift": default_drift,
                               "max_quality_drop": max_quality_drop}, labels=labels,
-                  quality_judged=any(s.quality for s in served),
+                  quality_judged=any(s.quality and s.quality["judged"] for s in served),
                   retrain_data=new_data, retrain_rows=0)
     if retrain_rows is not None and retrain_rows.num_rows and labelled_rows_dir:
         result.update(retrain_data=storage.s3_uri(storage.join(labelled_rows_uri or labelled_rows_dir, RETRAIN_FILE)),
                       retrain_rows=retrain_rows.num_rows)
-    _write(statistics_dir, report_path, summary_path, served, result)
-    if retrain_rows is not None and retrain_rows.num_rows and labelled_rows_dir:
+    if result["retrain_rows"]:  # before the decision that names it
         _write_retrain_rows(labelled_rows_dir, retrain_rows)
+    _write(statistics_dir, report_path, summary_path, served, result)
     return result
 
 

@@ -78,7 +78,9 @@ def command(args: argparse.Namespace) -> int:
         raise
     result = json.loads((output / "statistics" / executor.RESULT_FILE).read_text())
     verdict = "drifted" if result["drifted"] else "no drift"
-    if result["quality_judged"]:
+    if result["labels"] and not result["quality_judged"]:
+        verdict += ", quality not judged (too few labelled rows)"
+    elif result["labels"]:
         verdict += ", quality dropped" if result["quality_dropped"] else ", quality held"
     print(f"{verdict}: report {output / 'report.html'}")
     if result["retrain_rows"]:
