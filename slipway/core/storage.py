@@ -176,13 +176,17 @@ def s3_uri(uri: str) -> str:
 
 def refusal(uri: str) -> str | None:
     """The object store's refusal of this process's credentials for uri's bucket, in one line, or None when it
-    takes them (or cannot be asked). tensorflow-io's S3 client reports a refused request (403: a wrong key or
-    secret) as a missing object, so without this a wrong Secret reads as "no such file"; moto accepts any key,
-    SeaweedFS (KFP 2.15+), MinIO and S3 do not. boto3 asks once, with the same settings from the environment."""
+    takes them, cannot be asked, or uri is not in an object store. tensorflow-io's S3 client reports a refused
+    request (403: a wrong key or secret) as a missing object, so without this a wrong Secret reads as "no such
+    file"; moto accepts any key, SeaweedFS (KFP 2.15+), MinIO and S3 do not. boto3 asks once, with the same
+    settings from the environment."""
     import boto3
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ClientError
 
+    uri = s3_uri(uri)
+    if not uri.startswith("s3://"):  # a local path has no bucket to ask about (it once asked for one named by it)
+        return None
     bucket, _, key = uri[len("s3://"):].partition("/")
     endpoint = os.environ.get("S3_ENDPOINT", "")
     if endpoint and "://" not in endpoint:  # tensorflow-io also takes host:port, its scheme from S3_USE_HTTPS

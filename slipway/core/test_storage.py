@@ -42,3 +42,16 @@ def test_a_report_names_the_uri_of_an_artifact_kfp_mounted(uri: str):
     artifact = dsl.Artifact(uri=uri)  # kfp's own mapping from URI to the path a step reads and writes
     assert artifact.path != uri and storage.shown_uri(artifact.path) == uri
     assert storage.shown_uri("/tmp/outputs/statistics") == "/tmp/outputs/statistics"  # kfp.local: a local path
+
+
+def test_only_an_object_store_uri_asks_the_store_why_it_is_missing(tmp_path, loopback_s3_env):
+    """With an object store configured, a local path that does not exist is still only missing: it has no bucket
+    (refusal once asked the store about a bucket named after the path's first folder)."""
+    from tests.support.inputs import environment
+
+    missing_bucket = "no bucket no-such-bucket-here in the object store"
+    with environment(loopback_s3_env):
+        assert storage.refusal(str(tmp_path / "missing.csv")) is None
+        assert storage.refusal("s3://no-such-bucket-here/missing.csv") == missing_bucket
+        assert storage.refusal("minio://no-such-bucket-here/x") == missing_bucket
+        assert storage.refusal("s3://slipway-test/missing.csv") is None  # the bucket is there: the object is missing
