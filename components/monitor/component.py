@@ -29,56 +29,39 @@ def monitor(
     max_quality_drop: float = 0.05,
     new_data: str = "",
     lineage_store: str = "",
-) -> NamedTuple(
-    "Outputs",
-    drifted=bool,
-    drifted_features=str,
-    serving_model=str,
-    quality_dropped=bool,
-    retrain=bool,
-    retrain_data=str,
-):
+) -> NamedTuple("Outputs", drifted=bool, drifted_features=str, serving_model=str, retrain=bool, retrain_data=str):
     """Check the rows a served model answered in a time window (its payload log) against the training data
     of the version that answered them, found through lineage: drift per feature and a retrain decision.
 
     Args:
         payload_logs: Where the model server logs its payloads (--log-payloads): a folder or s3://.
         model_name: The served model's name: its folder in the payload log.
-        model_base: The model base it serves: each version's push record names the model whose training data is
-            compared.
+        model_base: The served model base: each version's push record names the model whose data is compared.
         window_hours: The window's length in hours, ending at window_end.
-        window_end: The window's end: ISO 8601 (UTC unless it names a zone), 'now', or empty: the last complete
-            window of window_hours-long windows from 00:00 UTC (a schedule's runs judge consecutive windows, each
-            row once).
+        window_end: The window's end: ISO 8601 (UTC unless it names a zone), 'now', or empty: the last complete window
+            on the window_hours grid from 00:00 UTC (a schedule's runs judge consecutive windows, each row once).
         min_rows: Rows a version must have answered in the window to be judged.
         skew_thresholds: JSON {feature: threshold}: skew of the served rows against the train split.
         drift_thresholds: JSON {feature: threshold}: drift of the served rows from the train split.
         default_drift_threshold: Drift threshold for the features not listed; below 0 judges only the listed ones.
-        labels: The served rows' labels, when they have arrived: a CSV or Parquet file or folder (local or s3://) with
-            the request id the server logged (labels_key), optionally `row` (the row's place in its request, 0 when
-            absent) and the model's label column. Empty: drift only.
+        labels: Late labels: CSV or Parquet (a file or folder, local or s3://) with labels_key, optionally `row` (the
+            row's place in its request) and the label column; empty: drift only.
         labels_key: The labels' column holding the request id (the request's X-Request-Id).
-        max_quality_drop: With labels: how much worse than evaluate measured the version (relative; 0.05 = 5%) a metric
-            may be
-            on the served rows before a retrain is called for.
+        max_quality_drop: How much worse (relative) than evaluated a metric may be on labelled rows before a retrain.
         new_data: What a retrain reads when no labels are given: the pipeline's data.
         lineage_store: The lineage store to record to: ML Metadata (grpc://host:port on a cluster, sqlite:///path
             locally) or an MLflow tracking server (mlflow://host:port); empty means the SLIPWAY_LINEAGE
             environment variable, else nothing is recorded (said once).
 
     Returns:
-        statistics: TFDV statistics of the served rows per version (Split-served_v<N>) and monitoring.json (the
-            decision).
+        statistics: TFDV statistics of the served rows per version (Split-served_v<N>) and monitoring.json.
         report: Per feature, the training data against the served rows: a table and a chart each.
         summary: The decision, the window, the rows per version and each version's anomalies.
-        labelled_rows: With labels: the window's labelled rows (raw features as served and the label) as rows.parquet,
-            what
-            a retrain reads.
+        labelled_rows: With labels: the window's labelled rows (features as served, label) as rows.parquet.
         drifted: Whether any feature of a judged version drifted past its threshold.
         drifted_features: The drifted features, comma-separated; empty when none.
         serving_model: The version that answered the most judged rows (a SavedModel folder): a retrain's baseline.
-        quality_dropped: Whether a metric on the labelled served rows fell past max_quality_drop.
-        retrain: Whether to retrain: drifted or quality_dropped.
+        retrain: Whether to retrain: drifted, or a metric on the labelled rows past max_quality_drop.
         retrain_data: What a retrain reads: the labelled rows when there are any, else new_data.
     """
     arguments = dict(locals())  # the parameters, before anything else is bound

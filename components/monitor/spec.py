@@ -28,26 +28,25 @@ SPEC = ComponentSpec(
     ),
     fields=(
         Out("statistics", "Artifact", (
-            "TFDV statistics of the served rows per version (Split-served_v<N>) and monitoring.json (the decision)."),
+            "TFDV statistics of the served rows per version (Split-served_v<N>) and monitoring.json."),
             lineage_type="ExampleStatistics"),
         Out("report", "HTML", "Per feature, the training data against the served rows: a table and a chart each."),
         Out("summary", "Markdown", "The decision, the window, the rows per version and each version's anomalies."),
         Out("labelled_rows", "Dataset", (
-            "With labels: the window's labelled rows (raw features as served and the label) as rows.parquet, what\n"
-            "a retrain reads."), lineage_type="Dataset"),
+            "With labels: the window's labelled rows (features as served, label) as rows.parquet."),
+            lineage_type="Dataset"),
         Param("payload_logs", str, "Where the model server logs its payloads (--log-payloads): a folder or s3://.",
               default="", run=Run()),  # a pipeline parameter without a `slipway run` flag: no local pipeline
         Param("model_name", str, "The served model's name: its folder in the payload log.", default="",
               run="model_name"),
         Param("model_base", str, (
-            "The model base it serves: each version's push record names the model whose training data is compared."),
+            "The served model base: each version's push record names the model whose data is compared."),
               default="", run="model_base"),
         Param("window_hours", float, "The window's length in hours, ending at window_end.", default=24.0,
               run=Run()),
         Param("window_end", str, (
-            f"The window's end: ISO 8601 (UTC unless it names a zone), {NOW!r}, or empty: the last complete\n"
-            "window of window_hours-long windows from 00:00 UTC (a schedule's runs judge consecutive windows, each\n"
-            "row once)."),
+            f"The window's end: ISO 8601 (UTC unless it names a zone), {NOW!r}, or empty: the last complete window\n"
+            "on the window_hours grid from 00:00 UTC (a schedule's runs judge consecutive windows, each row once)."),
               default=""),
         Param("min_rows", int, "Rows a version must have answered in the window to be judged.", default=1000,
               run=Run()),
@@ -58,15 +57,13 @@ SPEC = ComponentSpec(
         Param("default_drift_threshold", float,
               "Drift threshold for the features not listed; below 0 judges only the listed ones.", default=0.05),
         Param("labels", str, (
-            "The served rows' labels, when they have arrived: a CSV or Parquet file or folder (local or s3://) with\n"
-            "the request id the server logged (labels_key), optionally `row` (the row's place in its request, 0 when\n"
-            "absent) and the model's label column. Empty: drift only."),
+            "Late labels: CSV or Parquet (a file or folder, local or s3://) with labels_key, optionally `row` (the "
+            "row's place in its request) and the label column; empty: drift only."),
               default="", run=Run()),
         Param("labels_key", str, "The labels' column holding the request id (the request's X-Request-Id).",
               default="request_id", run=Run()),
         Param("max_quality_drop", float, (
-            "With labels: how much worse than evaluate measured the version (relative; 0.05 = 5%) a metric may be\n"
-            "on the served rows before a retrain is called for."),
+            "How much worse (relative) than evaluated a metric may be on labelled rows before a retrain."),
               default=0.05, run=Run()),
         Param("new_data", str, "What a retrain reads when no labels are given: the pipeline's data.", default="",
               run="data"),
@@ -78,8 +75,8 @@ SPEC = ComponentSpec(
         Returns("drifted_features", str, "The drifted features, comma-separated; empty when none."),
         Returns("serving_model", str, (
             "The version that answered the most judged rows (a SavedModel folder): a retrain's baseline.")),
-        Returns("quality_dropped", bool, "Whether a metric on the labelled served rows fell past max_quality_drop."),
-        Returns("retrain", bool, "Whether to retrain: drifted or quality_dropped."),
+        Returns("retrain", bool, (
+            "Whether to retrain: drifted, or a metric on the labelled rows past max_quality_drop.")),
         Returns("retrain_data", str, "What a retrain reads: the labelled rows when there are any, else new_data."),
     ),
     summary=summary,

@@ -13,9 +13,9 @@ from slipway.core.step import Step
 from slipway.core.step_facts import decoded
 
 
-def run(arguments: dict[str, Any]) -> tuple[bool, str, str, bool, bool, str]:
+def run(arguments: dict[str, Any]) -> tuple[bool, str, str, bool, str]:
     """The decision (executor.run), recorded; returns (drifted, the drifted features comma-separated, the serving
-    version's folder or "", quality dropped, retrain, what a retrain reads)."""
+    version's folder or "", retrain, what a retrain reads)."""
     from slipway.components.monitor import executor
 
     a = arguments_of(SPEC, arguments)
@@ -35,7 +35,7 @@ def run(arguments: dict[str, Any]) -> tuple[bool, str, str, bool, bool, str]:
         if result["retrain_rows"]:
             step.output("labelled_rows", "Dataset", a.labelled_rows, {"rows": result["retrain_rows"]})
     return (result["drifted"], ",".join(result["drifted_features"]), result["serving_model"],
-            result["quality_dropped"], result["retrain"], result["retrain_data"])
+            result["retrain"], result["retrain_data"])
 
 
 def output_metadata(result: dict) -> dict:

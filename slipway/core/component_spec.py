@@ -212,11 +212,13 @@ def _return_annotation(spec: ComponentSpec) -> str:
         return ""
     if len(spec.returns) == 1:
         return f" -> {SCALAR_TYPES[spec.returns[0].type]}"
-    fields = [f"{r.name}={SCALAR_TYPES[r.type]}" for r in spec.returns]
-    one_line = f' -> NamedTuple("Outputs", {", ".join(fields)})'
-    if len(one_line) <= 100:  # what the signature's closing line may add and stay within ruff's 120
-        return one_line
-    return " -> NamedTuple(\n" + "".join(f"    {entry},\n" for entry in ['"Outputs"', *fields]) + ")"
+    fields = ", ".join(f"{r.name}={SCALAR_TYPES[r.type]}" for r in spec.returns)
+    # Wrapped under its opening parenthesis in as few lines as ruff's width allows (the function's size counts
+    # them); the caller writes the leading ")" and the trailing ":".
+    lines = textwrap.wrap(f'NamedTuple("Outputs", {fields})', WIDTH - 1, initial_indent=") -> ",
+                          subsequent_indent=" " * len(") -> NamedTuple("), break_long_words=False,
+                          break_on_hyphens=False)
+    return "\n".join(lines)[1:]
 
 
 def docstring(spec: ComponentSpec) -> str:
