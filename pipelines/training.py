@@ -43,7 +43,10 @@ def compose(p: PipelineInputs, options: KubernetesOptions, baseline=None, data=N
     def pod(task, trainer: bool = False):
         return apply_kubernetes_options(task, p, options, trainer=trainer, in_condition=in_condition)
 
-    ingest = IngestOp(**{**p.given("ingest"), **({"data": data} if data is not None else {})})
+    ingest_arguments = p.given("ingest")
+    if data is not None:
+        ingest_arguments["data"] = data
+    ingest = IngestOp(**ingest_arguments)
     if in_condition:  # a retrain because the traffic drifted reads the data as it is now, not KFP's cached rows of
         ingest.set_caching_options(False)  # the same URI (a schedule's data URI is usually rewritten in place)
     ingest_task = pod(ingest)

@@ -81,13 +81,11 @@ def run(*, payload_logs: str, model_name: str, model_base: str, statistics_dir: 
                   serving_model=storage.join(model_base, str(busiest.version)) if busiest else "",
                   thresholds={"skew": skew, "drift": drift, "default_drift": default_drift,
                               "max_quality_drop": max_quality_drop}, labels=labels,
-                  quality_judged=any(s.quality and s.quality["judged"] for s in served),
                   retrain_data=new_data, retrain_rows=0)
     if retrain_rows is not None and retrain_rows.num_rows and labelled_rows_dir:
+        _write_retrain_rows(labelled_rows_dir, retrain_rows)  # before the decision that names them
         result.update(retrain_data=storage.s3_uri(storage.join(labelled_rows_uri or labelled_rows_dir, RETRAIN_FILE)),
                       retrain_rows=retrain_rows.num_rows)
-    if result["retrain_rows"]:  # before the decision that names it
-        _write_retrain_rows(labelled_rows_dir, retrain_rows)
     _write(statistics_dir, report_path, summary_path, served, result)
     return result
 
@@ -95,19 +93,23 @@ def run(*, payload_logs: str, model_name: str, model_base: str, statistics_dir: 
 def _judge_quality(served: list[Served], table: pa.Table | None, labelled: pa.Table, key: str, lineage,
                    max_drop: float, min_rows: int) -> pa.Table | None:
     """Each judged version's answers against the labels (Served.quality); returns the window's labelled rows as
-    training data (raw features and label), or None when no version was judged."""
-    label = None
+    training data (raw features and label, the first judged version's label), or None when no version was judged.
+    The window is joined with the labels once per label name (one, unless versions were trained on different
+    labels), and each version's rows are taken from that join."""
+    joined: dict[str, pa.Table] = {}
     for s in served:
         evaluation = quality.evaluation_of(lineage, s.push, s.model)
         if isinstance(evaluation, str):
             raise SlipwayError(f"monitor: cannot judge version {s.version}'s answers against the labels: {evaluation}")
-        joined = quality.join(table.filter(pc.equal(table[MODEL_VERSION], s.version)), labelled, key,
-                              evaluation.label)
-        s.quality = quality.measure(joined, evaluation, max_drop, min_rows)
-        label = label or evaluation.label
-    if label is None:
+        if evaluation.label not in joined:
+            joined[evaluation.label] = quality.join(table, labelled, key, evaluation.label)
+        rows = joined[evaluation.label]
+        s.quality = quality.measure(rows.filter(pc.equal(rows[MODEL_VERSION], s.version)), evaluation, max_drop,
+                                    min_rows)
+    if not joined:
         return None
-    return quality.retrain_table(quality.join(table, labelled, key, label), label)
+    label, rows = next(iter(joined.items()))
+    return quality.retrain_table(rows, label)
 
 
 def _write_retrain_rows(folder: str, rows: pa.Table) -> None:
@@ -192,6 +194,7 @@ def _decision(served: list[Served], counts: dict[int, int], min_rows: int, span:
     drifted = sorted({f for s in served for f in s.drifted_features})
     dropped = [f"{name} {m['evaluated']:.4g} evaluated, {m['served']:.4g} served (v{s.version})"
                for s in served if s.quality for name, m in s.quality["metrics"].items() if m["dropped"]]
+    judged = any(s.quality and s.quality["judged"] for s in served)
     total = sum(counts.values())
     if not served:
         decision = (f"no drift decided: {total:,} rows in the window ({span.describe()}), fewer than min_rows "
@@ -205,11 +208,12 @@ def _decision(served: list[Served], counts: dict[int, int], min_rows: int, span:
         status = "no_drift"
     if dropped:
         decision += f"; quality dropped: {'; '.join(dropped)}"
-    elif any(s.quality and s.quality["judged"] for s in served):
+    elif judged:
         decision += "; quality held against the labels"
     elif any(s.quality for s in served):
         decision += f"; quality not judged: fewer than min_rows {min_rows:,} labelled rows"
-    return {"drifted": bool(drifted), "drifted_features": drifted, "quality_dropped": bool(dropped),
+    return {"drifted": bool(drifted), "drifted_features": drifted, "quality_judged": judged,
+            "quality_dropped": bool(dropped),
             "retrain": bool(drifted or dropped), "status": status, "decision": decision,
             "rows": total, "window": {"start": span.start.isoformat(), "end": span.end.isoformat()},
             "folders": folders, "rows_per_version": {str(v): n for v, n in sorted(counts.items())},

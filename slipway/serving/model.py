@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -34,11 +35,7 @@ def request_id_of(payload, headers: dict | None) -> str:
     most gateways' convention), else a new one."""
     given = payload.id if isinstance(payload, InferRequest) else None
     given = given or (headers or {}).get(REQUEST_ID_HEADER)
-    if given:
-        return str(given)
-    import uuid
-
-    return uuid.uuid4().hex
+    return str(given) if given else uuid.uuid4().hex
 
 
 class SavedModelServer(Model):
