@@ -311,11 +311,15 @@ def training_pod(kfp: Kfp, run_id: str, timeout: float = 900) -> str:
 
 
 # What the step's SIGKILL stands for: the kernel's OOM killer ending the container's main process
+# The python process that runs the step, alone: its argv has `kfp.dsl.executor_main` as an argument of its own (the
+# `sh -c` and the launcher above it carry that name inside a longer argument; killing them ended the container).
 KILL_THE_STEP = ("import os, signal\n"
                  "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-                 "    line = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
-                 "    if int(pid) != os.getpid() and b'kfp.dsl.executor_main' in line:\n"
-                 "        os.kill(int(pid), signal.SIGKILL)\n")
+                 "    argv = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\\0')\n"
+                 "    if int(pid) != os.getpid() and b'kfp.dsl.executor_main' in argv:\n"
+                 "        os.kill(int(pid), signal.SIGKILL)\n"
+                 "        os._exit(0)\n"
+                 "os._exit(3)\n")
 PVC = "slipway-data"
 
 
@@ -363,7 +367,10 @@ def test_a_step_killed_mid_training_is_retried_by_kfp_and_recorded_once(kfp, pvc
                                  "hyperparameters": json.dumps({"epochs": 20})})
     assert done.returncode == 0, done.stderr
     first = training_pod(kfp, run_id)
-    kfp.kubectl("-n", NAMESPACE, "exec", first, "-c", "main", "--", "python3", "-c", KILL_THE_STEP)
+    killed = subprocess.run(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", NAMESPACE, "exec", first, "-c", "main",
+                             "--", "python3", "-c", KILL_THE_STEP], capture_output=True, text=True, timeout=120)
+    # 137: the container ended (its step killed) before the exec's own process did, and took it along
+    assert killed.returncode in (0, 137), f"exec {KILL_THE_STEP!r} in {first}: {killed.returncode} {killed.stderr}"
     assert final_state(kfp, run_id) == "SUCCEEDED", kfp.run_details(run_id).get("error")
     pods = step_pods(kfp, run_id, "train")
     assert [pod["metadata"]["name"] for pod in pods][0] == first and len(pods) == 2, pods

@@ -233,7 +233,31 @@ def failure_report(kfp: Kfp, run_id: str) -> str:
         except Exception as exc:  # noqa: BLE001 - a report must not hide the failure it reports
             log, pods = f"(no log: {exc})", {}
         lines.append(log[-1500:] if log.strip() else f"(no log) pods: {json.dumps(pods)[-1500:]}")
+    try:
+        lines += failed_nodes(kfp, run_id)
+    except Exception as exc:  # noqa: BLE001 - as above
+        lines.append(f"(no Argo nodes: {exc})")
     return "\n".join(lines)
+
+
+def failed_nodes(kfp: Kfp, run_id: str) -> list[str]:
+    """Each pod node of the run's Argo Workflow that failed, with Argo's message and the end of its pod's log: a
+    driver that failed leaves no task in KFP's run details, so this is the only place its error shows."""
+    (workflow,) = json.loads(kfp.kubectl("-n", NAMESPACE, "get", "workflows", "-l", f"pipeline/runid={run_id}",
+                                         "-o", "json"))["items"]
+    pods = {pod["metadata"].get("annotations", {}).get("workflows.argoproj.io/node-name"): pod["metadata"]["name"]
+            for pod in workflow_pods(kfp, run_id)}
+    lines = []
+    for node in workflow["status"].get("nodes", {}).values():
+        if node.get("type") != "Pod" or node.get("phase") not in ("Failed", "Error"):
+            continue
+        lines.append(f"Argo node {node['name']}: {node['phase']} {node.get('message', '')}")
+        if node["name"] in pods:
+            log = subprocess.run(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", NAMESPACE, "logs",
+                                  pods[node["name"]], "-c", "main", "--tail", "40"],
+                                 capture_output=True, text=True, timeout=60)
+            lines.append((log.stdout + log.stderr)[-2500:])
+    return lines
 
 
 def final_state(kfp: Kfp, run_id: str, timeout: float = 1500) -> str:
