@@ -191,6 +191,7 @@ def test_late_labels_judge_the_answers_against_the_evaluation_and_make_the_retra
     assert not few["result"]["retrain"] and not few["result"]["versions"][0]["quality"]["judged"]  # 750 < min_rows
     assert "quality not judged: fewer than min_rows 1,000 labelled rows" in few["result"]["decision"]
     assert "no drift, quality not judged (too few labelled rows): report" in few["printed"]
+    assert "750 labelled rows <span class=\"bad\">too few to judge</span>" in few["report"]
     flipped = _monitor(capsys, workdir, base, logs, tmp_path / "flipped", started, between, "--labels",
                        half_flipped, "--min-rows", str(ROWS // 2))
     quality = flipped["result"]["versions"][0]["quality"]

@@ -44,8 +44,8 @@ def monitor(
         skew_thresholds: JSON {feature: threshold}: skew of the served rows against the train split.
         drift_thresholds: JSON {feature: threshold}: drift of the served rows from the train split.
         default_drift_threshold: Drift threshold for the features not listed; below 0 judges only the listed ones.
-        labels: Late labels: CSV or Parquet (a file or folder, local or s3://) with labels_key, optionally `row` (the
-            row's place in its request) and the label column; empty: drift only.
+        labels: Late labels: CSV, Parquet or JSON Lines (a file or folder, local or s3://) with labels_key, optionally
+            `row` (the row's place in its request) and the label column; empty: drift only.
         labels_key: The labels' column holding the request id (the request's X-Request-Id).
         max_quality_drop: How much worse (relative) than evaluated a metric may be on labelled rows before a retrain.
         new_data: What a retrain reads when no labels are given: the pipeline's data.

@@ -1,8 +1,8 @@
-"""Model quality from late labels: the user's labels (a CSV or Parquet file or folder, local or s3://, keyed by the
-request id the model server logged with each row, and the row's place in its request) joined with the logged rows,
-the served answers measured against them with the metrics evaluate measured the version's model with, and
-compared with evaluate's numbers for that model (its metrics.json, found through the push record's run in
-lineage). The labelled rows, raw features and label, are what a retrain reads."""
+"""Model quality from late labels: the user's labels (a CSV, Parquet or JSON Lines file or folder, local or
+s3://, keyed by the request id the model server logged with each row, and the row's place in its request) joined
+with the logged rows, the served answers measured against them with the metrics evaluate measured the version's
+model with, and compared with evaluate's numbers for that model (its metrics.json, found through the push record's
+run in lineage). The labelled rows, raw features and label, are what a retrain reads."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ LABEL_ROW = "row"  # the labels' optional column: the row's place in its request
 # The metrics monitor measures, as evaluate names them, and whether a higher value is better.
 HIGHER_IS_BETTER = {"binary_accuracy": True, "auc": True, "sparse_categorical_accuracy": True,
                     "mean_absolute_error": False, "root_mean_squared_error": False}
-_FORMATS = (".parquet", ".csv", ".csv.gz")
+_FORMATS = (".parquet", ".csv", ".csv.gz", ".jsonl", ".jsonl.gz")
 
 
 @dataclass
@@ -35,19 +35,22 @@ class Evaluation:
 
 
 def read_labels(uri: str, key: str) -> pa.Table:
-    """The labels: every CSV/Parquet file at uri (a file or a folder), key as text, `row` as int64 (0 when the
-    labels have no such column); a later row labelling the same request row replaces an earlier one."""
+    """The labels: every CSV/Parquet/JSON Lines file at uri (a file or a folder), key as text, `row` as int64 (0
+    where a file has no such column); a later row labelling the same request row replaces an earlier one."""
     files = [uri] if uri.endswith(_FORMATS) else sorted(
         path for suffix in _FORMATS for path in storage.glob(storage.join(uri, f"*{suffix}")))
     if not storage.exists(uri) or not files:
-        why = storage.refusal(uri) or "no such file, or a folder without .csv or .parquet files"
+        why = storage.refusal(uri) or f"no such file, or a folder without {', '.join(_FORMATS)} files"
         raise SlipwayError(f"labels {uri}: {why}")
     tables = [_read_file(path, key) for path in files]
-    table = pa.concat_tables(tables, promote=True) if len(tables) > 1 else tables[0]
+    try:
+        table = pa.concat_tables(tables, promote=True) if len(tables) > 1 else tables[0]
+    except pa.ArrowInvalid as exc:  # e.g. a label column of numbers in one file and of words in another
+        raise SlipwayError(f"labels {uri}: its files disagree: {' '.join(str(exc).split())[:200]}") from None
     if LABEL_ROW not in table.column_names:
         table = table.append_column(LABEL_ROW, pa.array(np.zeros(table.num_rows, np.int64)))
-    table = table.set_column(table.column_names.index(key), key, pc.cast(table[key], pa.string()))
-    table = table.set_column(table.column_names.index(LABEL_ROW), LABEL_ROW, pc.cast(table[LABEL_ROW], pa.int64()))
+    rows = pc.fill_null(pc.cast(table[LABEL_ROW], pa.int64()), 0)  # null: from a file without the column
+    table = table.set_column(table.column_names.index(LABEL_ROW), LABEL_ROW, rows)
     table = table.combine_chunks()  # pyarrow 10's group_by mixes up the rows of a table of several chunks
     last = (table.append_column("_order", pa.array(np.arange(table.num_rows)))
             .group_by([key, LABEL_ROW]).aggregate([("_order", "max")]))
@@ -56,6 +59,7 @@ def read_labels(uri: str, key: str) -> pa.Table:
 
 def _read_file(path: str, key: str) -> pa.Table:
     import pyarrow.csv as pa_csv
+    import pyarrow.json as pa_json
     import pyarrow.parquet as pq
 
     from slipway.core.beam import storage as beam_storage
@@ -70,14 +74,17 @@ def _read_file(path: str, key: str) -> pa.Table:
                     import gzip
 
                     data = gzip.decompress(data)
-                table = pa_csv.read_csv(pa.py_buffer(data), convert_options=pa_csv.ConvertOptions(
-                    column_types={key: pa.string()}))
+                if ".jsonl" in path:  # one object a line; a numeric key becomes text with the rest's cast
+                    table = pa_json.read_json(pa.py_buffer(data))
+                else:  # the key as text as written: an id like 007 keeps its zeros
+                    table = pa_csv.read_csv(pa.py_buffer(data), convert_options=pa_csv.ConvertOptions(
+                        column_types={key: pa.string()}))
     except (pa.ArrowInvalid, OSError, EOFError) as exc:
         raise SlipwayError(f"labels file {path}: not readable ({' '.join(str(exc).split())[:200]})") from None
     if key not in table.column_names:
         raise SlipwayError(f"labels file {path}: no column {key!r} (labels_key: the request id the model server "
                            f"logged); it has {', '.join(table.column_names)}")
-    return table
+    return table.set_column(table.column_names.index(key), key, pc.cast(table[key], pa.string()))
 
 
 def evaluation_of(store, push: dict, model: str) -> Evaluation | str:

@@ -53,8 +53,10 @@ def _quality_html(quality: dict | None) -> list[str]:
     if not quality:
         return []
     e = html.escape
-    parts = [f"<p>Against {quality['labelled_rows']:,} labelled rows (evaluation <code>{e(quality['evaluation'])}"
-             "</code>):</p>", "<table><tr><th>Metric</th><th>Served</th><th>Evaluated</th><th>Worse by</th></tr>"]
+    judged = "" if quality["judged"] else ' <span class="bad">too few to judge</span>'
+    parts = [f"<p>Against {quality['labelled_rows']:,} labelled rows{judged} (labels naming no class of the model: "
+             f"{quality['unusable_labels']:,}; evaluation <code>{e(quality['evaluation'])}</code>):</p>",
+             "<table><tr><th>Metric</th><th>Served</th><th>Evaluated</th><th>Worse by</th></tr>"]
     parts += [f'<tr><td>{e(name)}</td><td class="num">{m["served"]:.4f}</td><td class="num">{m["evaluated"]:.4f}'
               f'</td><td class="num {"bad" if m["dropped"] else "ok"}">{m["worse_by"]:.1%}</td></tr>'
               for name, m in quality["metrics"].items()]

@@ -57,8 +57,8 @@ SPEC = ComponentSpec(
         Param("default_drift_threshold", float,
               "Drift threshold for the features not listed; below 0 judges only the listed ones.", default=0.05),
         Param("labels", str, (
-            "Late labels: CSV or Parquet (a file or folder, local or s3://) with labels_key, optionally `row` (the "
-            "row's place in its request) and the label column; empty: drift only."),
+            "Late labels: CSV, Parquet or JSON Lines (a file or folder, local or s3://) with labels_key, optionally "
+            "`row` (the row's place in its request) and the label column; empty: drift only."),
               default="", run=Run()),
         Param("labels_key", str, "The labels' column holding the request id (the request's X-Request-Id).",
               default="request_id", run=Run()),

@@ -1,5 +1,5 @@
-"""Late labels (quality.py): read from CSV and Parquet, joined to logged rows by request id and row (a later label
-replacing an earlier one), and the served answers measured as evaluate names its metrics, checked against
+"""Late labels (quality.py): read from CSV, Parquet and JSON Lines, joined to logged rows by request id and row (a
+later label replacing an earlier one), and the served answers measured as evaluate names its metrics, checked against
 scikit-learn's own implementations."""
 
 from __future__ import annotations
@@ -19,17 +19,19 @@ def _logged(predictions, request_ids: list[str], rows: list[int]) -> pa.Table:
                      "_request_id": pa.array(request_ids, pa.string()), "_row": pa.array(rows, pa.int32())})
 
 
-def test_labels_from_a_folder_of_csv_and_parquet_join_by_request_and_row_and_a_later_label_wins(tmp_path):
+def test_labels_from_a_folder_of_csv_parquet_and_json_lines_join_by_request_and_row_and_a_later_label_wins(
+        tmp_path):
     (tmp_path / "labels").mkdir()
     (tmp_path / "labels" / "a.csv").write_text("request_id,row,y\n007,0,cat\n007,1,dog\nlost,0,cat\n")
     pq.write_table(pa.table({"request_id": ["007"], "row": [1], "y": ["bird"]}), tmp_path / "labels" / "b.parquet")
+    (tmp_path / "labels" / "c.jsonl").write_text('{"request_id": 42, "y": "dog"}\n')  # a numeric id, no row
     labels = quality.read_labels(str(tmp_path / "labels"), "request_id")
-    assert labels.num_rows == 3  # 007/1 labelled twice: once kept
-    logged = _logged(pa.array([[0.8, 0.1, 0.1], [0.1, 0.1, 0.8], [0.2, 0.7, 0.1]]), ["007", "007", "unlabelled"],
-                     [0, 1, 0])
+    assert labels.num_rows == 4  # 007/1 labelled twice: once kept
+    logged = _logged(pa.array([[0.8, 0.1, 0.1], [0.1, 0.1, 0.8], [0.2, 0.7, 0.1], [0.3, 0.3, 0.4]]),
+                     ["007", "007", "42", "unlabelled"], [0, 1, 0, 0])
     joined = quality.join(logged, labels, "request_id", "y")
-    assert joined["y"].to_pylist() == ["cat", "bird"]  # the Parquet file's later label; "007" kept as text
-    assert joined["x"].to_pylist() == [0.0, 1.0]
+    assert joined["y"].to_pylist() == ["cat", "bird", "dog"]  # the Parquet file's later label; "007" kept as text
+    assert joined["x"].to_pylist() == [0.0, 1.0, 2.0]
     evaluation = quality.Evaluation("e", "y", "classification", ["cat", "dog", "bird"],
                                     {"sparse_categorical_accuracy": 0.5})
     measured = quality.measure(joined, evaluation, 0.05, 2)
@@ -74,6 +76,11 @@ def test_unreadable_or_incomplete_labels_are_one_line(tmp_path):
     labels = quality.read_labels(str(tmp_path / "l.csv"), "request_id")
     with pytest.raises(SlipwayError, match=r"^labels: no column 'y' \(the model's label\); they have label$"):
         quality.join(_logged(pa.array([0.5]), ["1"], [0]), labels, "request_id", "y")
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "a.csv").write_text("request_id,y\n1,0\n")
+    (tmp_path / "two" / "b.jsonl").write_text('{"request_id": "2", "y": "cat"}\n')
+    with pytest.raises(SlipwayError, match=r"^labels .*two: its files disagree: .*Field y has incompatible types"):
+        quality.read_labels(str(tmp_path / "two"), "request_id")
     (tmp_path / "bad.parquet").write_text("not parquet")
     with pytest.raises(SlipwayError, match=r"^labels file .*bad.parquet: not readable"):
         quality.read_labels(str(tmp_path / "bad.parquet"), "request_id")

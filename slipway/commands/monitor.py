@@ -34,9 +34,9 @@ def add_parser(commands) -> None:
     parser.add_argument("--default-drift-threshold", type=float, default=0.05,
                         help="drift threshold for the features --drift does not name (default 0.05; below 0: none)")
     parser.add_argument("--labels", default="", metavar="FILE",
-                        help="labels of the served rows (CSV/Parquet file or folder, local or s3://): the request id "
-                             "the server logged, optionally `row`, and the label column; judges the answers against "
-                             "evaluate's numbers for the version")
+                        help="labels of the served rows (CSV/Parquet/JSON Lines file or folder, local or s3://): "
+                             "the request id the server logged, optionally `row`, and the label column; judges the "
+                             "answers against evaluate's numbers for the version")
     parser.add_argument("--labels-key", default="request_id",
                         help="the labels' request id column (default request_id)")
     parser.add_argument("--max-quality-drop", type=float, default=0.05,
