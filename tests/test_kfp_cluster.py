@@ -301,8 +301,7 @@ def training_pod(kfp: Kfp, run_id: str, timeout: float = 900) -> str:
             if pod["status"].get("phase") != "Running":
                 continue
             name = pod["metadata"]["name"]
-            logs = subprocess.run(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", NAMESPACE, "logs", name, "-c",
-                                   "main"], capture_output=True, text=True, timeout=60).stdout
+            logs = kfp.kubectl_run("-n", NAMESPACE, "logs", name, "-c", "main", timeout=60).stdout
             if re.search(r"^epoch=1 ", logs, re.MULTILINE):
                 return name
         time.sleep(3)
@@ -310,8 +309,8 @@ def training_pod(kfp: Kfp, run_id: str, timeout: float = 900) -> str:
                          f"{[p['metadata']['name'] for p in workflow_pods(kfp, run_id)]}")
 
 
-# What the step's SIGKILL stands for: the kernel's OOM killer ending the container's main process
-# The python process that runs the step, alone: its argv has `kfp.dsl.executor_main` as an argument of its own (the
+# What the step's SIGKILL stands for: the kernel's OOM killer ending the container's main process. It kills the
+# python process that runs the step, alone: its argv has `kfp.dsl.executor_main` as an argument of its own (the
 # `sh -c` and the launcher above it carry that name inside a longer argument; killing them ended the container).
 KILL_THE_STEP = ("import os, signal\n"
                  "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
@@ -367,8 +366,7 @@ def test_a_step_killed_mid_training_is_retried_by_kfp_and_recorded_once(kfp, pvc
                                  "hyperparameters": json.dumps({"epochs": 20})})
     assert done.returncode == 0, done.stderr
     first = training_pod(kfp, run_id)
-    killed = subprocess.run(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", NAMESPACE, "exec", first, "-c", "main",
-                             "--", "python3", "-c", KILL_THE_STEP], capture_output=True, text=True, timeout=120)
+    killed = kfp.kubectl_run("-n", NAMESPACE, "exec", first, "-c", "main", "--", "python3", "-c", KILL_THE_STEP)
     # 137: the container ended (its step killed) before the exec's own process did, and took it along
     assert killed.returncode in (0, 137), f"exec {KILL_THE_STEP!r} in {first}: {killed.returncode} {killed.stderr}"
     assert final_state(kfp, run_id) == "SUCCEEDED", kfp.run_details(run_id).get("error")

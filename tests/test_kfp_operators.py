@@ -74,8 +74,7 @@ class MpiWatch:
         self.thread.join(timeout=30)
 
     def _get(self, *what: str) -> list[dict]:
-        done = subprocess.run(["kubectl", "--kubeconfig", self.kfp.kubeconfig, "-n", NAMESPACE, "get", *what, "-o",
-                               "json"], capture_output=True, text=True, timeout=60)
+        done = self.kfp.kubectl_run("-n", NAMESPACE, "get", *what, "-o", "json", timeout=60)
         return json.loads(done.stdout)["items"] if done.returncode == 0 else []
 
     def _watch(self) -> None:
@@ -89,8 +88,7 @@ class MpiWatch:
                 self.pods[name] = pod
                 if pod["metadata"]["labels"][JOB_ROLE_LABEL] == "launcher" and pod["status"].get("phase") in (
                         "Running", "Failed", "Succeeded"):
-                    logs = subprocess.run(["kubectl", "--kubeconfig", self.kfp.kubeconfig, "-n", NAMESPACE, "logs",
-                                           name], capture_output=True, text=True, timeout=60).stdout
+                    logs = self.kfp.kubectl_run("-n", NAMESPACE, "logs", name, timeout=60).stdout
                     self.logs[name] = logs or self.logs.get(name, "")
             for config in self._get("configmaps"):
                 owners = [o["name"] for o in config["metadata"].get("ownerReferences", []) if o["kind"] == "MPIJob"]
@@ -197,9 +195,8 @@ KILL_THE_RANK = ("import os, signal\n"
 
 def can_i(kfp: Kfp, verb: str, resource: str, namespace: str = NAMESPACE) -> bool:
     """What the real authorizer lets the runs' ServiceAccount do in a namespace."""
-    done = subprocess.run(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", namespace, "auth", "can-i", verb, resource,
-                           "--as", f"system:serviceaccount:{NAMESPACE}:{MPI_CLUSTER['service_account']}"],
-                          capture_output=True, text=True, timeout=60)
+    done = kfp.kubectl_run("-n", namespace, "auth", "can-i", verb, resource, "--as",
+                           f"system:serviceaccount:{NAMESPACE}:{MPI_CLUSTER['service_account']}", timeout=60)
     assert done.stdout.strip() in ("yes", "no"), done.stdout + done.stderr
     return done.stdout.strip() == "yes"
 

@@ -35,10 +35,14 @@ class Kfp:
     state: Path  # the cluster's state folder (KFP_CLUSTER_STATE): where the tier's hostPath volume lives
 
     def kubectl(self, *args: str, input: str | None = None) -> str:
-        done = subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True,
-                              input=input, timeout=120)
+        done = self.kubectl_run(*args, input=input)
         assert done.returncode == 0, f"kubectl {' '.join(args[:3])}: {done.stderr[-1500:]}"
         return done.stdout
+
+    def kubectl_run(self, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        """kubectl on the cluster, its exit status the caller's to judge (kubectl() asserts it is 0)."""
+        return subprocess.run(["kubectl", "--kubeconfig", self.kubeconfig, *args], capture_output=True, text=True,
+                              input=input, timeout=timeout)
 
     def s3(self):
         import boto3
@@ -194,11 +198,16 @@ def kfp_records(kfp: Kfp, run_id: str) -> tuple[dict[str, object], dict[str, lis
     return executions, artifacts
 
 
-def workflow_pods(kfp: Kfp, run_id: str) -> list[dict]:
-    """The pods of a run's Argo Workflow (KFP labels the Workflow with the run id; Argo labels its pods)."""
+def run_workflow(kfp: Kfp, run_id: str) -> dict:
+    """A run's Argo Workflow (KFP labels it with the run id)."""
     (workflow,) = json.loads(kfp.kubectl("-n", NAMESPACE, "get", "workflows", "-l", f"pipeline/runid={run_id}",
                                          "-o", "json"))["items"]
-    name = workflow["metadata"]["name"]
+    return workflow
+
+
+def workflow_pods(kfp: Kfp, run_id: str, workflow: dict | None = None) -> list[dict]:
+    """The pods of a run's Argo Workflow (Argo labels its pods with the Workflow's name)."""
+    name = (workflow or run_workflow(kfp, run_id))["metadata"]["name"]
     selector = f"workflows.argoproj.io/workflow={name}"
     return json.loads(kfp.kubectl("-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json"))["items"]
 
@@ -243,19 +252,17 @@ def failure_report(kfp: Kfp, run_id: str) -> str:
 def failed_nodes(kfp: Kfp, run_id: str) -> list[str]:
     """Each pod node of the run's Argo Workflow that failed, with Argo's message and the end of its pod's log: a
     driver that failed leaves no task in KFP's run details, so this is the only place its error shows."""
-    (workflow,) = json.loads(kfp.kubectl("-n", NAMESPACE, "get", "workflows", "-l", f"pipeline/runid={run_id}",
-                                         "-o", "json"))["items"]
+    workflow = run_workflow(kfp, run_id)
     pods = {pod["metadata"].get("annotations", {}).get("workflows.argoproj.io/node-name"): pod["metadata"]["name"]
-            for pod in workflow_pods(kfp, run_id)}
+            for pod in workflow_pods(kfp, run_id, workflow)}
     lines = []
     for node in workflow["status"].get("nodes", {}).values():
         if node.get("type") != "Pod" or node.get("phase") not in ("Failed", "Error"):
             continue
         lines.append(f"Argo node {node['name']}: {node['phase']} {node.get('message', '')}")
         if node["name"] in pods:
-            log = subprocess.run(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", NAMESPACE, "logs",
-                                  pods[node["name"]], "-c", "main", "--tail", "40"],
-                                 capture_output=True, text=True, timeout=60)
+            log = kfp.kubectl_run("-n", NAMESPACE, "logs", pods[node["name"]], "-c", "main", "--tail", "40",
+                                  timeout=60)
             lines.append((log.stdout + log.stderr)[-2500:])
     return lines
 
