@@ -282,7 +282,7 @@ def test_slipway_run_hands_the_beam_steps_to_the_remote_runner(world, tmp_path):
     import subprocess
 
     workdir = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "slipway.cli", "run", "--workdir", str(workdir),
+    done = subprocess.run([sys.executable, "-m", "slipway.cli", "run", "--workdir", str(workdir), "--deploy", "push",
                            "--beam-pipeline-args", shlex.join(world["args"])],
                           capture_output=True, text=True, timeout=900, env={**os.environ, **world["env"]})
     summary = json.loads((workdir / "summary.json").read_text())

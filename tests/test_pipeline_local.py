@@ -94,7 +94,8 @@ def test_second_run_uses_first_model_as_baseline(blobs_run, capsys):
         "lower_bound": 0.5, "change": {"direction": "higher_is_better", "absolute": -0.5}}}}
     data = workdir.parent / "blobs.csv"
     code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE),
-                   "--workdir", str(workdir), "--key", "id", "--eval-settings", json.dumps(settings))
+                   "--workdir", str(workdir), "--key", "id", "--eval-settings", json.dumps(settings),
+                   "--deploy", "push")  # a version pushed is what a baseline needs; the first run served it
     second = json.loads((workdir / "summary.json").read_text())
     assert code == 0, second.get("error")
     assert second["run_id"] != first["run_id"]
@@ -129,7 +130,7 @@ def test_two_runs_on_two_ranks_and_two_beam_workers_compute_the_same_outputs(tmp
     summaries = []
     for name in ("first", "second"):
         code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE), "--key", "id",
-                       "--workdir", str(tmp_path / name), "--workers", "2",
+                       "--workdir", str(tmp_path / name), "--workers", "2", "--deploy", "push",
                        "--beam-pipeline-args", "--direct_num_workers=2 --direct_running_mode=multi_processing")
         summaries.append(json.loads((tmp_path / name / "summary.json").read_text()))
         assert code == 0, summaries[-1].get("error")
@@ -170,7 +171,7 @@ def test_a_semicolon_gzip_csv_with_missing_labels_runs_and_says_why_rows_were_sk
     data.write_bytes(gzip.compress("".join(line.replace(",", ";") + "\n" for line in [lines[0], *rows]).encode()))
     workdir = tmp_path / "out"
     code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE),
-                   "--workdir", str(workdir), "--key", "id")
+                   "--workdir", str(workdir), "--key", "id", "--deploy", "push")
     summary = json.loads((workdir / "summary.json").read_text())
     assert code == 0, summary.get("error")
     assert summary["rows_skipped"] == {"missing_label": 10}
@@ -267,7 +268,7 @@ def test_tuned_pipeline_feeds_the_best_parameters_into_training(tmp_path: Path):
     data = write_blobs_csv(tmp_path / "blobs.csv", rows=300)
     workdir = tmp_path / "out"
     code = run_cli("--data", str(data), "--label", "species", "--module", str(BLOBS_MODULE), "--workdir",
-                   str(workdir), "--tune", str(spec), "--trial-hparams", '{"epochs": 2}')
+                   str(workdir), "--tune", str(spec), "--trial-hparams", '{"epochs": 2}', "--deploy", "push")
     summary = json.loads((workdir / "summary.json").read_text())
     assert code == 0, summary.get("error")
     assert list(summary["steps"]) == ["ingest", "validate", "transform", "tune", "train", "resolve_baseline",
