@@ -45,7 +45,13 @@ start_operators() {
     kubectl_admin create -f "$crd" >/dev/null
     wait_for "mpijob crd" 60 kubectl_admin wait --for condition=established --timeout=5s crd/mpijobs.kubeflow.org
     kubectl_admin create namespace "$MPI_OPERATOR_NAMESPACE" >/dev/null
-    start_daemon mpi-operator ip netns exec "$KFP_NETNS" "$OPERATORS_BIN/mpi-operator" \
+    # The MPI Operator always elects a leader and exits when it cannot renew its Lease in time: on a loaded machine
+    # the API server once took longer, and the operator was gone for the rest of the run (CI, 2026-11-29). Its
+    # Deployment's pod would be started again; so it is here, by a loop in the daemon's process group (down stops
+    # both).
+    # shellcheck disable=SC2016  # the loop's own "$@", expanded by the inner bash
+    start_daemon mpi-operator bash -c 'while :; do "$@"; echo "kfp-cluster: exited ($?), started again in 1 s"; sleep 1
+        done' mpi-operator ip netns exec "$KFP_NETNS" "$OPERATORS_BIN/mpi-operator" \
         --kubeConfig "$STATE/kfp.kubeconfig" --lock-namespace "$MPI_OPERATOR_NAMESPACE" --threadiness 2 \
         --cluster-domain cluster.local
     wait_for "mpi-operator" 60 http_ok "http://$KFP_ADDRESS:8080/healthz"
