@@ -102,7 +102,7 @@ def test_parse_metrics_reads_katib_stdout_format():
 @pytest.mark.parametrize("parallel", [2, 1])
 def test_parallel_trials_run_at_once(script, tmp_path, parallel):
     """parallelTrialCount trials run at once and never more, by each trial's own start and end (the search's wall
-    time said so less surely: on a loaded CI machine two trials of 1 s at once took 4.4 s)."""
+    time said so less surely: on a loaded CI machine four trials of 1 s, two at a time, took 4.4 s)."""
     result = search(script, tmp_path, make_spec(max_trials=4, parallel=parallel), {"epochs": 1, "sleep": 1.5})
     assert result["counts"] == {"succeeded": 4, "failed": 0, "early_stopped": 0, "killed": 0}
     spans = [tuple(map(float, (tmp_path / "work" / t["name"] / "span").read_text().split())) for t in result["trials"]]
