@@ -18,12 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import kfp
 import urllib3
-from kfp.client.token_credentials_base import TokenCredentialsBase
 from kfp_server_api import ApiException
 
 from slipway.core.errors import InfrastructureError, SlipwayError
+from slipway.core.kfp_import import import_kfp
+
+# through import_kfp, not `import kfp`: a process that imports kfp first here still gets kfp as ours elsewhere
+Client = import_kfp("kfp.client").Client
+TokenCredentialsBase = import_kfp("kfp.client.token_credentials_base").TokenCredentialsBase
 
 HOST_ENV = "KF_PIPELINES_ENDPOINT"  # what kfp.Client reads
 UI_ENV = "KF_PIPELINES_UI_ENDPOINT"  # what kfp.Client links to, when the UI is not at the API's address
@@ -66,7 +69,7 @@ class _FileToken(TokenCredentialsBase):
         return f"_FileToken({self._path})"
 
 
-class _Client(kfp.Client):
+class _Client(Client):
     def get_kfp_healthz(self, sleep_duration: int = 5):
         # kfp tries 5 times 5 s apart on any API error, a 401 included; one try is enough for a one-line error
         return self._healthz_api.healthz_service_get_healthz(_request_timeout=REQUEST_TIMEOUT)
@@ -75,7 +78,7 @@ class _Client(kfp.Client):
 class Session:
     """A kfp.Client and what messages need: host, namespace, where the token came from."""
 
-    def __init__(self, client: kfp.Client, host: str, namespace: str | None, credentials: Credentials | None):
+    def __init__(self, client: Client, host: str, namespace: str | None, credentials: Credentials | None):
         self.client = client
         self.host = host
         self.namespace = namespace
@@ -155,7 +158,7 @@ def open_session(host_flag: str | None, namespace: str | None, token_file: str |
         yield Session(client, host, namespace or client.get_user_namespace() or None, credentials)
 
 
-def _new_client(host: str, namespace: str | None, credentials: Credentials | None) -> kfp.Client:
+def _new_client(host: str, namespace: str | None, credentials: Credentials | None) -> Client:
     options: dict[str, Any] = {"host": host}
     if namespace:
         options["namespace"] = namespace  # also spares the healthz call kfp makes to guess one
