@@ -25,9 +25,11 @@ from tests.support.kfp_cluster import (
     TAXI_PARAMS,
     Kfp,
     cluster,
+    experiment_runs,
     final_state,
     kfp_records,
     mlmd,
+    run_state,
     step_log,
     step_pods,
     tasks,
@@ -89,25 +91,7 @@ def test_the_taxi_pipeline_succeeds_on_kfp_with_kfps_artifacts_metadata_and_our_
     assert "RawData s3://mlpipeline/data/taxi.csv (raw input)" in traced.stdout
 
 
-def experiment_runs(kfp: Kfp, experiment: str) -> list[dict]:
-    import urllib.parse
-    import urllib.request
-
-    with urllib.request.urlopen(f"{kfp.host}/apis/v2beta1/experiments?page_size=100", timeout=30) as answer:
-        found = [e for e in json.load(answer).get("experiments", []) if e["display_name"] == experiment]
-    if not found:
-        return []
-    query = urllib.parse.urlencode({"experiment_id": found[0]["experiment_id"], "page_size": 100})
-    with urllib.request.urlopen(f"{kfp.host}/apis/v2beta1/runs?{query}", timeout=30) as answer:
-        return json.load(answer).get("runs", [])
-
-
 SCHEDULE_TEST = "test_a_one_minute_schedule_fires_runs_that_succeed_until_unscheduled"
-
-
-def run_state(run: dict) -> str:
-    """A KFP run's state: the API leaves the field out while it is unset (a run the schedule just created)."""
-    return run.get("state", "RUNTIME_STATE_UNSPECIFIED")
 
 
 SCORING_PARAMS = {"data": TAXI_PARAMS["data"], "lineage_store": TAXI_PARAMS["lineage_store"]}

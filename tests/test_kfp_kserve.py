@@ -17,12 +17,17 @@ of the requests (counted by the x-model-version header); version 2 promoted (eve
 predictor rolls to it, back to the stable Service, the canary goes); version 3 as a canary whose pods cannot start (a
 memory limit below what loading TensorFlow takes) is rolled back by the deploy step, and version 2 keeps answering
 every request.
+
+A second story, issue 43's loop on the cluster: the InferenceService logs every answered row to the object store
+(deploy's cluster.payload_logs: our runtime's --log-payloads), the monitoring pipeline runs as a one-minute recurring
+run, and of two minutes of traffic only the one with a shifted feature retrains and deploys the next version.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -31,7 +36,17 @@ from pathlib import Path
 import pytest
 
 from slipway.components.deploy import inference_service, traffic_route
-from tests.support.kfp_cluster import BUILD_WAIT_S, NAMESPACE, TAXI_PARAMS, cluster, final_state, step_log
+from tests.support.kfp_cluster import (
+    BUILD_WAIT_S,
+    NAMESPACE,
+    TAXI_PARAMS,
+    cluster,
+    experiment_runs,
+    failure_report,
+    final_state,
+    step_log,
+    tasks,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster, pytest.mark.skipif(
     os.environ.get("KFP_CLUSTER_KSERVE") == "0", reason="KFP_CLUSTER_KSERVE=0: the cluster starts without KServe")]
@@ -116,12 +131,13 @@ def runtime(kfp, built) -> str:
     return inference_service.RUNTIME_NAME
 
 
-def _deploy(kfp, learning_rate: float | None, **cluster) -> tuple[str, str, float]:
+def _deploy(kfp, learning_rate: float | None, model_base: str = "s3://mlpipeline/serving/taxi-kserve",
+            **cluster) -> tuple[str, str, float]:
     """One run of the taxi pipeline deploying with backend kubernetes: (final state, deploy's log, seconds). The
     module's default learning rate (None) finds train in KFP's cache when the KFP tier ran before."""
     started = time.monotonic()
     hyperparameters = {} if learning_rate is None else {"hyperparameters": json.dumps({"learning_rate": learning_rate})}
-    params = {**TAXI_PARAMS, "model_base": "s3://mlpipeline/serving/taxi-kserve", "deploy_backend": "kubernetes",
+    params = {**TAXI_PARAMS, "model_base": model_base, "deploy_backend": "kubernetes",
               "eval_settings": EVAL, **hyperparameters, "deploy_cluster": json.dumps({**SERVING, **cluster})}
     done, run_id = kfp.submit("kserve", wait=False, **params)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -284,3 +300,197 @@ def _one_example() -> str:
         else:
             feature.bytes_list.value.append(value.encode())
     return base64.b64encode(example.SerializeToString()).decode("ascii")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Issue 43's story on the cluster: the InferenceService logs its payloads, the monitoring pipeline runs every minute
+
+MONITORED_BASE = "s3://mlpipeline/serving/taxi-monitored"
+PAYLOADS = "s3://mlpipeline/payloads/story"  # every predictor pod's --log-payloads (deploy's cluster.payload_logs)
+WINDOW_ROWS = 1500  # rows sent in each one-minute window: above monitor's min_rows (1,000)
+PER_REQUEST = 100
+MONITORING_EXPERIMENT, MONITORING_SCHEDULE = "monitored", "monitor-every-minute"
+# Second 2 of each minute: the test sends its rows in the first half of a minute and the server writes them within
+# 5 s, so they are all in the log; monitor's pod then has 58 s to start before it would judge the next window
+# instead (window_end empty: the grid's last complete one). Three at once: a run still starting never holds the next.
+MONITORING_CRON, MONITORING_CONCURRENCY = "2 * * * * *", "3"
+
+SEND = r"""
+import http.client, json, sys
+host, host_name, name, bodies, out = sys.argv[1:6]
+with open(bodies) as source, open(out, "w") as log:
+    for number, body in enumerate(source):
+        connection = http.client.HTTPConnection(host, 80, timeout=60)
+        connection.request("POST", f"/v1/models/{name}:predict", body.encode(),
+                           {"content-type": "application/json", "host": host_name, "x-request-id": f"r{number}"})
+        answer = connection.getresponse()
+        answer.read()
+        log.write(json.dumps({"status": answer.status, "version": answer.getheader("x-model-version")}) + "\n")
+        connection.close()
+"""
+
+
+METADATA = r"""
+import http.client, sys
+host, host_name, name = sys.argv[1:4]
+connection = http.client.HTTPConnection(host, 80, timeout=60)
+connection.request("GET", f"/v1/models/{name}/metadata", headers={"host": host_name})
+sys.stdout.write(connection.getresponse().read().decode())
+"""
+
+
+def _served_inputs() -> dict[str, str]:
+    """serving_raw's {input: dtype} as the InferenceService's metadata names them, asked through the Gateway."""
+    from slipway.serving import client
+
+    done = subprocess.run(["ip", "netns", "exec", KFP_NETNS, sys.executable, "-c", METADATA,
+                           GATEWAY_SERVICE.removeprefix("http://"), URL.removeprefix("http://"), NAME],
+                          capture_output=True, text=True, timeout=120, check=True)
+    return client.signature_inputs(json.loads(done.stdout), client.RAW_SIGNATURE)
+
+
+def _raw_rows(count: int, inputs: dict[str, str]) -> list[dict]:
+    """`count` rows spread over the taxi CSV as serving_raw takes them (typed by its inputs, the label left out)."""
+    import csv
+
+    from slipway.serving import client
+
+    taxi = subprocess.run([sys.executable, "-m", "slipway.cli", "data", "taxi"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    with open(taxi, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return client.rows_to_instances(rows[::len(rows) // count][:count], inputs, source=taxi)
+
+
+def _send_window(folder: Path, instances: list[dict], tag: str, after: int = 0) -> tuple[int, list[dict]]:
+    """The rows sent to serving_raw through the Gateway, PER_REQUEST a request, all inside one minute of the
+    window grid later than minute `after` (waiting for the next minute when too little of this one is left):
+    (that minute, the answers)."""
+    while int(time.time() // 60) <= after or not 1 <= time.time() % 60 <= 30:
+        time.sleep(1)
+    minute = int(time.time() // 60)
+    bodies = folder / f"{tag}.jsonl"
+    bodies.write_text("".join(json.dumps({"signature_name": "serving_raw", "instances": instances[i:i + PER_REQUEST]})
+                              + "\n" for i in range(0, len(instances), PER_REQUEST)))
+    (folder / "send.py").write_text(SEND)
+    out = folder / f"{tag}.answers.jsonl"
+    subprocess.run(["ip", "netns", "exec", KFP_NETNS, sys.executable, str(folder / "send.py"),
+                    GATEWAY_SERVICE.removeprefix("http://"), URL.removeprefix("http://"), NAME, str(bodies),
+                    str(out)], check=True, timeout=25)
+    assert int(time.time() // 60) == minute, f"the {tag} rows took past their minute"
+    return minute, [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def _window(minute: int) -> str:
+    """A one-minute window as monitor's decision names it (monitor.logs.Window.describe)."""
+    from datetime import UTC, datetime
+
+    start, end = (datetime.fromtimestamp(m * 60, UTC) for m in (minute, minute + 1))
+    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
+
+
+def _decision(kfp, run_id: str) -> str:
+    """Monitor's decision in a run: its step's done line."""
+    lines = [line for line in step_log(kfp, run_id, "monitor").splitlines() if "monitor done in " in line]
+    assert lines, step_log(kfp, run_id, "monitor")[-2000:]
+    return lines[-1].partition("monitor done in ")[2].partition(": ")[2]
+
+
+RETRAIN_STEPS = ("ingest", "validate", "transform", "train", "evaluate", "deploy")
+
+
+def _wait_for_steps(kfp, run_id: str, expected: dict[str, str]) -> dict[str, str]:
+    """Every task state of a run once the expected steps show the expected states: KFP's run details can name a
+    step RUNNING for a while after the run SUCCEEDED (seen once for deploy, whose only pod had ended)."""
+    deadline = time.monotonic() + 60
+    while True:
+        states = {name: task.get("state", "") for name, task in tasks(kfp.run_details(run_id)).items()}
+        if all(states.get(name) == state for name, state in expected.items()):
+            return states
+        assert time.monotonic() < deadline, f"run {run_id}: {states}, a minute after it ended; expected {expected}"
+        time.sleep(2)
+
+
+def _schedule_monitoring(kfp) -> None:
+    uploaded = kfp.slipway("upload", str(kfp.pipelines / "monitor_and_retrain_pipeline.yaml"))
+    assert uploaded.returncode == 0, uploaded.stderr
+    params = {**{k: TAXI_PARAMS[k] for k in ("data", "label", "module_file", "schema_file", "lineage_store")},
+              "model_base": MONITORED_BASE, "model_name": NAME, "payload_logs": PAYLOADS,
+              "window_hours": str(1 / 60), "min_rows": "1000", "deploy_backend": "kubernetes", "eval_settings": EVAL,
+              "deploy_cluster": json.dumps({**SERVING, "payload_logs": PAYLOADS})}
+    args = [arg for key, value in params.items() for arg in ("--param", f"{key}={value}")]
+    scheduled = kfp.slipway("schedule", "--pipeline", "slipway-monitor-and-retrain", "--experiment",
+                            MONITORING_EXPERIMENT, "--cron", MONITORING_CRON, "--name", MONITORING_SCHEDULE,
+                            "--max-concurrency", MONITORING_CONCURRENCY, *args)
+    assert scheduled.returncode == 0, scheduled.stdout + scheduled.stderr
+
+
+def _runs_after(kfp, minute: int, seconds: float) -> list[dict]:
+    """The monitoring runs, once one was scheduled after the given minute's window ended (its run's trigger)."""
+    from datetime import datetime
+
+    deadline = time.monotonic() + seconds
+    while True:
+        runs = experiment_runs(kfp, MONITORING_EXPERIMENT)
+        times = [datetime.fromisoformat(r["created_at"].replace("Z", "+00:00")).timestamp() for r in runs]
+        if any(t >= (minute + 1) * 60 for t in times):
+            return runs
+        assert time.monotonic() < deadline, f"no monitoring run after the window of minute {minute}: {runs}"
+        time.sleep(5)
+
+
+@pytest.mark.timeout(2400)
+def test_served_traffic_is_monitored_every_minute_and_only_the_drifted_window_retrains_and_deploys(
+        kfp, runtime, tmp_path):
+    """Issue 43's story: version 1 served with payload logging; the monitoring pipeline as a one-minute recurring
+    run; a minute of the taxi rows as they are, then a minute of the same rows with trip_miles tripled, both
+    through the Gateway to serving_raw. The run that judges the first minute decides no drift and ends after
+    monitor; the one that judges the second names trip_miles, retrains on the pipeline's data, evaluates against
+    the version that served and deploys version 2, which then answers."""
+    state, log, _ = _deploy(kfp, None, model_base=MONITORED_BASE, payload_logs=PAYLOADS)
+    assert state == "SUCCEEDED", log[-3000:]
+    scheduled = False
+    try:
+        _schedule_monitoring(kfp)
+        scheduled = True
+        rows = _raw_rows(WINDOW_ROWS, _served_inputs())
+        calm, answers = _send_window(tmp_path, rows, "calm")
+        assert {(a["status"], a["version"]) for a in answers} == {(200, "1")}, answers[:3]
+        tripled = [{**row, "trip_miles": row["trip_miles"] * 3} for row in rows]
+        drifted, answers = _send_window(tmp_path, tripled, "drifted", after=calm)
+        assert drifted == calm + 1 and {(a["status"], a["version"]) for a in answers} == {(200, "1")}, answers[:3]
+        _runs_after(kfp, drifted, 240)
+        stopped = kfp.slipway("unschedule", MONITORING_SCHEDULE)
+        assert stopped.returncode == 0, stopped.stderr
+        scheduled = False
+        runs = {run["run_id"]: final_state(kfp, run["run_id"]) for run in experiment_runs(kfp, MONITORING_EXPERIMENT)}
+        failed = [failure_report(kfp, run_id) for run_id, state in runs.items() if state != "SUCCEEDED"]
+        assert not failed, failed
+        decisions = [(_decision(kfp, run_id), run_id) for run_id in runs]
+        judged = {minute: [(d, r) for d, r in decisions if _window(minute) in d] for minute in (calm, drifted)}
+        # one run judged each minute (the deploy's smoke rows may share the calm one)
+        assert len(judged[calm]) == 1 and len(judged[drifted]) == 1, decisions
+        calm_rows = re.match(r"no drift \(([\d,]+) rows", judged[calm][0][0])
+        assert calm_rows and int(calm_rows[1].replace(",", "")) >= WINDOW_ROWS, decisions
+        assert judged[drifted][0][0].startswith(f"drifted: trip_miles ({WINDOW_ROWS:,} rows"), decisions
+        retrain_run = judged[drifted][0][1]
+        # every other run judged a window without (enough) rows and, like the calm one, ended after monitor
+        for decision, run_id in decisions:
+            retrained = run_id == retrain_run
+            states = _wait_for_steps(kfp, run_id, {step: "SUCCEEDED" for step in ("monitor",) + RETRAIN_STEPS
+                                                   if retrained or step == "monitor"})
+            assert retrained or not {s for s in RETRAIN_STEPS if states.get(s) in ("SUCCEEDED", "CACHED")}, \
+                (decision, states)
+        log = step_log(kfp, retrain_run, "deploy")
+        assert _smoke_line(log, 2), log[-3000:]
+        _wait(lambda: _deployments(kfp) == {f"{NAME}-predictor": "2"}, 180, "version 2's pods only")
+        _, answers = _send_window(tmp_path, rows[:PER_REQUEST], "after")
+        assert [(a["status"], a["version"]) for a in answers] == [(200, "2")], answers
+        logged = kfp.keys(f"{PAYLOADS.removeprefix('s3://mlpipeline/')}/{NAME}/")
+        assert logged and all(key.endswith(".parquet") for key in logged), logged[:5]
+    finally:
+        try:
+            if scheduled:
+                kfp.slipway("unschedule", MONITORING_SCHEDULE)
+        finally:
+            _delete_inference_service(kfp)

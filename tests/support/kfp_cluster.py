@@ -147,7 +147,7 @@ def start(built, folder: Path) -> Kfp:
     pipelines = folder / "pipelines"
     pipelines.mkdir()
     for name in ("tabular_pipeline.yaml", "tuned_tabular_pipeline.yaml", "image_pipeline.yaml",
-                 "scoring_pipeline.yaml"):
+                 "scoring_pipeline.yaml", "monitor_and_retrain_pipeline.yaml"):
         with_built_images(ROOT / "pipelines" / name, pipelines / name, built)
     kfp = Kfp(env["KFP_HOST"], env["KUBECONFIG"], env["KFP_CLUSTER_S3_ENDPOINT"], env["KFP_CLUSTER_MLMD"], pipelines,
               Path(env["KFP_CLUSTER_STATE"]))
@@ -265,6 +265,25 @@ def failed_nodes(kfp: Kfp, run_id: str) -> list[str]:
                                   timeout=60)
             lines.append((log.stdout + log.stderr)[-2500:])
     return lines
+
+
+def experiment_runs(kfp: Kfp, experiment: str) -> list[dict]:
+    """The runs of an experiment (by its display name) as KFP's API lists them; none when it does not exist."""
+    import urllib.parse
+    import urllib.request
+
+    with urllib.request.urlopen(f"{kfp.host}/apis/v2beta1/experiments?page_size=100", timeout=30) as answer:
+        found = [e for e in json.load(answer).get("experiments", []) if e["display_name"] == experiment]
+    if not found:
+        return []
+    query = urllib.parse.urlencode({"experiment_id": found[0]["experiment_id"], "page_size": 100})
+    with urllib.request.urlopen(f"{kfp.host}/apis/v2beta1/runs?{query}", timeout=30) as answer:
+        return json.load(answer).get("runs", [])
+
+
+def run_state(run: dict) -> str:
+    """A KFP run's state: the API leaves the field out while it is unset (a run the schedule just created)."""
+    return run.get("state", "RUNTIME_STATE_UNSPECIFIED")
 
 
 def final_state(kfp: Kfp, run_id: str, timeout: float = 1500) -> str:
