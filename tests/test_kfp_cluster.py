@@ -33,6 +33,7 @@ from tests.support.kfp_cluster import (
     step_log,
     step_pods,
     tasks,
+    taxi_csv,
     with_built_images,
     workflow_pods,
 )
@@ -313,8 +314,7 @@ def pvc_pipeline(kfp, built, tmp_path_factory) -> str:
     volume = kfp.state / "volumes" / PVC
     subprocess.run(["rm", "-rf", str(volume)], check=True)
     volume.mkdir(parents=True)
-    taxi = subprocess.run([sys.executable, "-m", "slipway.cli", "data", "taxi"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    taxi = taxi_csv()
     (volume / "taxi.csv").write_bytes(Path(taxi).read_bytes())
     claim = {"storageClassName": "", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
     objects = [

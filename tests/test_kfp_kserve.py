@@ -46,6 +46,7 @@ from tests.support.kfp_cluster import (
     final_state,
     step_log,
     tasks,
+    taxi_csv,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.kfp_cluster, pytest.mark.skipif(
@@ -284,8 +285,7 @@ def _one_example() -> str:
 
     schema = text_format.Parse((ROOT / "pipelines" / "modules" / "taxi_schema.pbtxt").read_text(), schema_pb2.Schema())
     types = {feature.name: feature.type for feature in schema.feature}
-    taxi = subprocess.run([sys.executable, "-m", "slipway.cli", "data", "taxi"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    taxi = taxi_csv()
     with open(taxi, newline="") as handle:
         row = next(csv.DictReader(handle))
     example = tf.train.Example()
@@ -355,8 +355,7 @@ def _raw_rows(count: int, inputs: dict[str, str]) -> list[dict]:
 
     from slipway.serving import client
 
-    taxi = subprocess.run([sys.executable, "-m", "slipway.cli", "data", "taxi"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    taxi = taxi_csv()
     with open(taxi, newline="") as handle:
         rows = list(csv.DictReader(handle))
     return client.rows_to_instances(rows[::len(rows) // count][:count], inputs, source=taxi)
@@ -382,11 +381,12 @@ def _send_window(folder: Path, instances: list[dict], tag: str, after: int = 0) 
 
 
 def _window(minute: int) -> str:
-    """A one-minute window as monitor's decision names it (monitor.logs.Window.describe)."""
+    """A one-minute window as monitor's decision names it."""
     from datetime import UTC, datetime
 
-    start, end = (datetime.fromtimestamp(m * 60, UTC) for m in (minute, minute + 1))
-    return f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
+    from slipway.components.monitor.logs import Window
+
+    return Window(*(datetime.fromtimestamp(m * 60, UTC) for m in (minute, minute + 1))).describe()
 
 
 def _decision(kfp, run_id: str) -> str:
@@ -425,18 +425,16 @@ def _schedule_monitoring(kfp) -> None:
     assert scheduled.returncode == 0, scheduled.stdout + scheduled.stderr
 
 
-def _runs_after(kfp, minute: int, seconds: float) -> list[dict]:
-    """The monitoring runs, once one was scheduled after the given minute's window ended (its run's trigger)."""
+def _wait_for_run_after(kfp, minute: int, seconds: float) -> None:
+    """Until a monitoring run was created after the given minute's window ended (by its trigger)."""
     from datetime import datetime
 
-    deadline = time.monotonic() + seconds
-    while True:
-        runs = experiment_runs(kfp, MONITORING_EXPERIMENT)
-        times = [datetime.fromisoformat(r["created_at"].replace("Z", "+00:00")).timestamp() for r in runs]
-        if any(t >= (minute + 1) * 60 for t in times):
-            return runs
-        assert time.monotonic() < deadline, f"no monitoring run after the window of minute {minute}: {runs}"
-        time.sleep(5)
+    def created() -> list[float]:
+        return [datetime.fromisoformat(r["created_at"].replace("Z", "+00:00")).timestamp()
+                for r in experiment_runs(kfp, MONITORING_EXPERIMENT)]
+
+    _wait(lambda: any(t >= (minute + 1) * 60 for t in created()), seconds,
+          f"a monitoring run after the window of minute {minute}")
 
 
 @pytest.mark.timeout(2400)
@@ -459,7 +457,7 @@ def test_served_traffic_is_monitored_every_minute_and_only_the_drifted_window_re
         tripled = [{**row, "trip_miles": row["trip_miles"] * 3} for row in rows]
         drifted, answers = _send_window(tmp_path, tripled, "drifted", after=calm)
         assert drifted == calm + 1 and {(a["status"], a["version"]) for a in answers} == {(200, "1")}, answers[:3]
-        _runs_after(kfp, drifted, 240)
+        _wait_for_run_after(kfp, drifted, 240)
         stopped = kfp.slipway("unschedule", MONITORING_SCHEDULE)
         assert stopped.returncode == 0, stopped.stderr
         scheduled = False

@@ -76,6 +76,12 @@ class Kfp:
             return json.load(answer)
 
 
+def taxi_csv() -> str:
+    """The taxi sample CSV's path on this machine (`slipway data taxi`: fetched once, then cached)."""
+    return subprocess.run([sys.executable, "-m", "slipway.cli", "data", "taxi"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def cluster(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run(["bash", str(CLUSTER), *args], capture_output=True, text=True, timeout=timeout)
 
@@ -158,8 +164,7 @@ def start(built, folder: Path) -> Kfp:
     # what Argo's executor and KFP's driver need besides Slipway's launcher Role (README: "On a cluster")
     kfp.kubectl("-n", NAMESPACE, "create", "rolebinding", "slipway-pipeline-executor",
                 "--clusterrole", "slipway-kfp-pipeline-runner", f"--serviceaccount={NAMESPACE}:slipway-pipeline")
-    taxi = subprocess.run([sys.executable, "-m", "slipway.cli", "data", "taxi"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    taxi = taxi_csv()
     kfp.s3().upload_file(taxi, "mlpipeline", "data/taxi.csv")
     return kfp
 
