@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from slipway.components.evaluate.tfma_config import BASELINE, CANDIDATE
 from slipway.core import beam as beam_options
 from slipway.core import storage
+from slipway.core.beam.examples import record_batches
 from slipway.core.beam.pipelines import new_pipeline
 from slipway.core.errors import SlipwayError
 from slipway.core.tensorflow_setup import leave_keras_unconverted
@@ -44,7 +45,7 @@ def run_tfma(eval_config: tfma.EvalConfig, model_dir: str, baseline_model_dir: s
     try:
         with new_pipeline(beam_args) as pipeline:
             _ = (pipeline
-                 | "Read" >> source.BeamSource(beam_options.RECORD_BATCH_SIZE)
+                 | "Read" >> record_batches(source, files, beam_options.RECORD_BATCH_SIZE, beam_args)
                  | "ExtractEvaluateAndWriteResults" >> tfma.ExtractEvaluateAndWriteResults(
                      eval_config=eval_config, eval_shared_model=shared, output_path=str(output_dir),
                      display_only_data_location=pattern, display_only_file_format="tfrecords"))

@@ -38,6 +38,7 @@ from slipway.core.artifacts import (
     write_json,
 )
 from slipway.core.beam import storage as beam_storage
+from slipway.core.beam.examples import record_batches
 from slipway.core.beam.pipelines import new_pipeline
 from slipway.core.errors import SlipwayError
 from slipway.core.locks import exclusive_lock
@@ -361,10 +362,12 @@ def _analyze(preprocessing_fn, schema, examples_dir: str, graph_out: str, temp_r
     (which ones depends on the order bundles finished), and TensorFlow numbers traced names process-wide."""
     import tensorflow_transform.beam as tft_beam
 
-    train = _source(split_files(examples_dir, TRAIN_SPLIT), schema)
+    files = split_files(examples_dir, TRAIN_SPLIT)
+    train = _source(files, schema)
     with new_pipeline(beam_args) as pipeline, \
             tft_beam.Context(temp_dir=str(temp_root)):
-        analyzed = pipeline | "Read[train]" >> train.BeamSource(beam_options.RECORD_BATCH_SIZE)
+        analyzed = pipeline | "Read[train]" >> record_batches(train, files, beam_options.RECORD_BATCH_SIZE,
+                                                              beam_args)
         transform_fn = (analyzed, train.TensorAdapterConfig()) | "Analyze" >> tft_beam.AnalyzeDataset(
             preprocessing_fn)
         _ = transform_fn | "WriteTransformFn" >> tft_beam.WriteTransformFn(graph_out)

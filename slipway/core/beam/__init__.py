@@ -221,6 +221,15 @@ def choose(step: str, beam_pipeline_args: Sequence[str] | str | None, rows: int 
     return BeamChoice(_with_defaults(args, runner, 1, "in_memory"), runner, 1, "in_memory", reason)
 
 
+def runs_in_process(args: list[str]) -> bool:
+    """Whether Beam arguments (BeamChoice.args, their direct settings explicit) run the pipeline in this process on
+    one worker: the DirectRunner in memory."""
+    flags = flag_values(args)
+    return (runner_key(flags.get("runner", "") or "DirectRunner") in DIRECT_RUNNERS
+            and flags.get("direct_running_mode", "in_memory") == "in_memory"
+            and flags.get("direct_num_workers", "1") == "1")
+
+
 def _with_defaults(args: list[str], runner: str, workers: int, mode: str) -> list[str]:
     """args with the direct runner's settings made explicit (theirs replaced by the resolved values)."""
     kept = [a for a in args if _flag_key(a[2:].partition("=")[0]) not in DIRECT_FLAGS]

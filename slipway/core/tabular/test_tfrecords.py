@@ -1,5 +1,5 @@
-"""tfrecords.count_records against TensorFlow's own reader: plain and gzip files, records of every size around the
-count's block, an empty file, and files cut short or not gzip at all (one line naming the file)."""
+"""tfrecords.count_records and framed_records against TensorFlow's own reader: plain and gzip files, records of every
+size around the read's block, an empty file, and files cut short or not gzip at all (one line naming the file)."""
 
 import gzip
 
@@ -19,7 +19,7 @@ def _write(path, records, compression=""):
 
 def _records():
     """Small records, a record longer than the count's block, and one whose frame ends exactly at a block's end."""
-    block = tfrecords._COUNT_BLOCK
+    block = tfrecords._BLOCK
     records = [b"x" * n for n in range(40)] + [b"y" * (block + 3)]
     used = sum(len(r) + tfrecords._FRAMING for r in records)
     records.append(b"z" * (-used % block - tfrecords._FRAMING))
@@ -32,6 +32,8 @@ def test_count_is_what_tensorflows_reader_reads(tmp_path, compression, name):
     path = _write(tmp_path / name, _records(), compression)
     read = sum(1 for _ in tf.data.TFRecordDataset(str(path), compression_type=compression))
     assert tfrecords.count_records(path) == read == len(_records())
+    with (gzip.open if compression else open)(path, "rb") as stream:
+        assert list(tfrecords.framed_records(stream, str(path))) == _records()
     assert tfrecords.count_records(_write(tmp_path / f"empty-{name}", [], compression)) == 0
 
 
