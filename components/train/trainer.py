@@ -23,6 +23,7 @@ from slipway.components.train.model_module import build_model, check_output, loa
 from slipway.core import progress, storage
 from slipway.core.artifacts import examples_meta, read_json, split_files, write_json
 from slipway.core.errors import SlipwayError
+from slipway.core.memory import give_back_freed_memory
 from slipway.core.tasks import CLASSIFICATION, REGRESSION, task_of
 from slipway.core.tensorflow_setup import leave_keras_unconverted
 
@@ -183,6 +184,7 @@ def train(
         storage.write_text(storage.join(digest_dir, f"weights-rank{rank}.sha256"), weights_digest(model) + "\n")
     result = {"hyperparameters": hparams, **fitted}
     if rank == 0 and export:
+        give_back_freed_memory()  # fit's garbage, before the export traces the serving signatures
         _export_with_meta(model, tft_output, transform_graph_dir, plan, model_dir, result, started)
     return result
 

@@ -42,6 +42,7 @@ from slipway.core.beam.examples import record_batches
 from slipway.core.beam.pipelines import new_pipeline
 from slipway.core.errors import SlipwayError
 from slipway.core.locks import exclusive_lock
+from slipway.core.memory import give_back_freed_memory
 from slipway.core.modules import load_module
 from slipway.core.saved_models import canonical_node_order
 from slipway.core.tabular.tfrecords import count_records
@@ -242,6 +243,7 @@ def run(
     """
     started = time.monotonic()
     inputs = _read_inputs(examples_dir, schema_dir, module_file)
+    give_back_freed_memory()  # the checks' trace of preprocessing_fn, before the analysis traces it again
     rows = sum(int(count) for count in (inputs.meta.get("splits") or {}).values()) or None
     beam_choice = beam_options.choose("transform", beam_pipeline_args, rows)
     with staged_output(transform_graph_dir) as graph_out, staged_output(transformed_examples_dir) as data_out:
@@ -277,6 +279,7 @@ def _run_beam(inputs: _Inputs, beam_choice, examples_dir: str, module_file: str,
             _analyze(inputs.preprocessing_fn, inputs.schema, paths.folder(examples_dir), graph_written, temp_root,
                      analysis_args)
             paths.collect(graph_written, graph_out)
+            give_back_freed_memory()  # the analysis's traced graphs, before the transform of the splits
             _settle_graph(inputs.schema, graph_out)
             data_written = paths.output(data_out, "transformed-examples")
             _transform_splits(inputs.schema, paths.folder(examples_dir), inputs.splits, paths.written(graph_out),
