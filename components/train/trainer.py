@@ -23,9 +23,8 @@ from slipway.components.train.model_module import build_model, check_output, loa
 from slipway.core import progress, storage
 from slipway.core.artifacts import examples_meta, read_json, split_files, write_json
 from slipway.core.errors import SlipwayError
-from slipway.core.memory import give_back_freed_memory
 from slipway.core.tasks import CLASSIFICATION, REGRESSION, task_of
-from slipway.core.tensorflow_setup import leave_keras_unconverted
+from slipway.core.tensorflow_setup import give_back_freed_memory, leave_keras_unconverted
 
 TRAIN_SPLIT = "train"
 EVAL_SPLIT = "eval"

@@ -42,11 +42,11 @@ from slipway.core.beam.examples import record_batches
 from slipway.core.beam.pipelines import new_pipeline
 from slipway.core.errors import SlipwayError
 from slipway.core.locks import exclusive_lock
-from slipway.core.memory import give_back_freed_memory
 from slipway.core.modules import load_module
 from slipway.core.saved_models import canonical_node_order
 from slipway.core.tabular.tfrecords import count_records
 from slipway.core.tasks import task_of
+from slipway.core.tensorflow_setup import give_back_freed_memory
 
 TRAIN_SPLIT = "train"
 # Written beside the TFT output: which raw features the transform graph reads (serving needs only those).

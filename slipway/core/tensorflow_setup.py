@@ -1,6 +1,11 @@
-"""Process-wide TensorFlow settings for the steps that trace Keras code (train, tune's trials, evaluate)."""
+"""Process-wide TensorFlow settings for the steps that trace Keras code (train, tune's trials, evaluate), and the
+memory TensorFlow's traced graphs leave behind, given back between a step's phases (transform, train)."""
 
 from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
 
 KERAS_PACKAGE = "tf_keras"
 
@@ -22,3 +27,15 @@ def leave_keras_unconverted() -> None:
     if any(isinstance(rule, autograph_config.DoNotConvert) and rule.matches(KERAS_PACKAGE) for rule in rules):
         return
     autograph_config.CONVERSION_RULES = (autograph_config.DoNotConvert(KERAS_PACKAGE), *rules)
+
+
+def give_back_freed_memory() -> None:
+    """Collect the garbage of a finished phase and return the C heap's free pages to the system.
+
+    A step forked from the warm step process collects its oldest objects rarely, and TensorFlow's traced graphs are
+    cycles: after transform's analysis (taxi 1x) 52,000 objects were garbage, and glibc kept the pages they freed
+    (malloc_trim gave back 54 MiB, which the transform of the splits would otherwise have started from).
+    """
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: its allocator keeps what it keeps
+        ctypes.CDLL(None).malloc_trim(0)

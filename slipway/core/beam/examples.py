@@ -2,7 +2,7 @@
 
 tfx_bsl's TFXIO reads a list of files as one Beam read per file, flattened. On the DirectRunner in process (every
 data step's default) the runner cannot fuse several reads into the stage that consumes them: it keeps every
-record of all but one shard in memory until all are read (taxi x50, 6 train shards: transform's analysis peaked at
+record of all but one shard in memory until all are read (taxi x50, 6 train shards: transform peaked at
 1,710 MiB against 820 at x10, which has one shard). In process, the shards are therefore read one after the other
 in one stage, which streams them through the consumer as a single file is streamed, in shard order (the order
 order-dependent analyzers and metric sums see). Any other runner, or the DirectRunner's worker processes, keeps
