@@ -169,10 +169,6 @@ def check_module(module: str, hyperparameters: str, trial_hyperparameters: str) 
         run_arguments.check_module_hyperparameters(check_pipeline_module(module), flags)
 
 
-# What a module file imports at the top (preprocessing_fn uses TFT): the warm process has these before it checks one.
-MODULE_CHECK_AFTER = ("tensorflow", "tensorflow_transform")
-
-
 def _import_pipeline(request: RunRequest, args: Any, warm: Any = None) -> None:
     """The pipeline function (kfp imported now), its checkpoints folder, and the module file imported to check it."""
     from slipway.core.kfp_import import import_kfp
@@ -194,7 +190,8 @@ def _import_pipeline(request: RunRequest, args: Any, warm: Any = None) -> None:
 
     check_args = [str(request.module), request.arguments["hyperparameters"],
                   request.arguments.get("trial_hyperparameters", args.trial_hyperparameters or "{}")]
-    passed, error_class, message = warm_module.call(warm, check_module, check_args, after=MODULE_CHECK_AFTER)
+    passed, error_class, message = warm_module.call(warm, check_module, check_args,
+                                                    after=warm_module.MODULE_FILE_IMPORTS)
     if not passed:
         if error_class == "interrupted":
             raise KeyboardInterrupt("SIGINT")

@@ -134,6 +134,7 @@ def check_answer(value: str) -> None:
 
 
 def test_a_call_runs_in_a_copy_after_the_modules_it_waits_for_and_reports_in_one_line():
+    lifecycle.adopt_orphans()  # as a run does: a copy the warm process left unreaped would be this process's zombie
     with warm_steps.started() as warm:
         assert warm is not None
         target = f"{__name__}:check_answer"
@@ -141,6 +142,7 @@ def test_a_call_runs_in_a_copy_after_the_modules_it_waits_for_and_reports_in_one
         assert call(warm.socket, target, ["bad"], after=("tensorflow",)) == (False, "ValueError", "the value is bad")
         # the facade: the same call, by the function (it fails in a fork of this process, without TensorFlow)
         assert warm_steps.call(warm, check_answer, ["good"], after=("tensorflow",)) == (True, "", "")
+    assert not [child for child in psutil.Process().children() if child.status() == psutil.STATUS_ZOMBIE]
 
 
 def _warm_process() -> psutil.Process:
@@ -215,12 +217,79 @@ def test_what_is_preloaded_comes_from_the_components_list_after_what_every_step_
     from slipway.local.warm import server
 
     names = server.preload_names()
-    assert names[:3] == ["kfp.dsl.executor_main", "slipway.core.step", "tensorflow"]
+    # what the module check waits for (TFT without its Beam part) comes right after TensorFlow
+    assert names[:4] == ["kfp.dsl.executor_main", "slipway.core.step", "tensorflow", "tensorflow_transform"]
     assert [name.split(".")[2] for name in names if name.startswith("slipway.components.")][::2] == list(COMPONENTS)
     for library, component in [("tensorflow_data_validation", "validate"), ("tensorflow_transform.beam", "transform"),
                                ("tensorflow_model_analysis", "evaluate")]:
         assert names.index(library) < names.index(f"slipway.components.{component}.step")
-    assert len(names) == len(set(names)) == 3 + 4 + 2 * len(COMPONENTS)
+    assert len(names) == len(set(names)) == 4 + 3 + 2 * len(COMPONENTS)
+    due = [name for name in names if server.first_step_modules_imported(name)]
+    assert due == [f"slipway.components.{next(iter(COMPONENTS))}.executor"]
+
+
+def libraries_seen(path: str) -> None:
+    """A target for call(): which of the libraries the warm process preloads this copy has."""
+    import json
+    import sys
+
+    libraries = ("tensorflow", "tensorflow_transform", "tensorflow_data_validation")
+    Path(path).write_text(json.dumps({name: name in sys.modules for name in libraries}))
+
+
+def test_the_module_check_and_the_first_step_start_before_the_libraries_after_them(tmp_path):
+    """The module check is forked once TensorFlow and TFT are in, and the run's first step, which comes right after
+    it, is forked before the warm process starts on TFDV (a fork waits for the import in hand)."""
+    seen_by_check, seen_by_step = tmp_path / "check.json", tmp_path / "step.json"
+    module = tmp_path / "component.py"
+    module.write_text(f"import os, sys\nsys.path.insert(0, {str(Path(__file__).parent.parent.parent)!r})\n"
+                      f"from {__name__} import libraries_seen\nlibraries_seen({str(seen_by_step)!r})\n"
+                      "os._exit(0)\n")
+    with warm_steps.started() as warm:
+        outcome = call(warm.socket, f"{__name__}:libraries_seen", [str(seen_by_check)],
+                       after=warm_steps.MODULE_FILE_IMPORTS)
+        assert outcome == (True, "", "")
+        step = _client(warm, "--component_module_path", str(module), "--executor_input", "{}",
+                       "--function_to_execute", "f")
+        assert step.wait(120) == 0
+    expected = {"tensorflow": True, "tensorflow_transform": True, "tensorflow_data_validation": False}
+    assert json.loads(seen_by_check.read_text()) == expected
+    assert json.loads(seen_by_step.read_text()) == expected
+
+
+def test_a_call_returns_with_its_copys_report_before_the_warm_process_reports_its_end(tmp_path):
+    """The warm process tells how a copy ended only once it has reaped it, which while it imports waits for the
+    module in hand: a call does not wait for that line, its copy's report is the answer."""
+    import socket
+    import threading
+
+    from slipway.core.lifecycle import Outcome
+    from slipway.local.warm.protocol import Reply, receive_request
+
+    path = str(tmp_path / "s.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    done = threading.Event()
+
+    def answer_and_hold() -> None:  # as the warm process and a copy answer, the connection left open
+        conn, _ = listener.accept()
+        request = receive_request(conn)
+        for fd in request["fds"]:
+            os.close(fd)
+        conn.sendall(Reply(pid=12345).line() + Reply.of(Outcome(False, "ValueError", "bad")).line())
+        done.wait(60)
+        conn.close()
+
+    server = threading.Thread(target=answer_and_hold, daemon=True)
+    server.start()
+    try:
+        assert call(path, "any:thing", []) == (False, "ValueError", "bad")
+        assert server.is_alive()  # answered while the connection is still open
+    finally:
+        done.set()
+        server.join(10)
+        listener.close()
 
 
 def test_the_reply_lines_read_back_as_written_and_make_a_calls_outcome():

@@ -41,6 +41,9 @@ ENV_SWITCH = "SLIPWAY_WARM_STEPS"
 SERVER_MODULE = "slipway.local.warm.server"
 CLIENT_MODULE = "slipway.local.warm.client"
 START_TIMEOUT_S = 10
+# What a module file imports at the top (preprocessing_fn uses TFT; TFT's Beam part, a second more, it needs not):
+# preloaded right after TensorFlow, so the module check that waits for them (`call(..., after=...)`) starts early.
+MODULE_FILE_IMPORTS = ("tensorflow", "tensorflow_transform")
 
 
 def enabled() -> bool:

@@ -37,6 +37,10 @@ def call(socket_path: str, target: str, args: list, after: tuple[str, ...] = ())
         replies = []
         while (reply := Reply.read(answers)) is not None:
             replies.append(reply)
+            if reply.report is not None:
+                # The copy's report is the answer. How its process ended comes only once the warm process reaps
+                # it, which while it imports waits for the module in hand (a second, for TFDV).
+                break
     try:
         return call_outcome(replies)
     except OSError as exc:

@@ -25,13 +25,15 @@ import time
 
 from slipway.core import kfp_import, lifecycle
 from slipway.core.lifecycle import Outcome
+from slipway.local.warm import MODULE_FILE_IMPORTS
 from slipway.local.warm.protocol import EXECUTOR_MODULE, Reply, receive_request
 
 # What the steps import, in the order a run needs it: a step that arrives while the imports go on is forked as soon
 # as the module in hand is imported, and imports what it still lacks itself (the first step, ingest, needs TensorFlow
-# and kfp only, so it starts long before TFMA is in). First what every step imports, then each component of
+# and kfp only, so it starts long before TFMA is in). First what every step imports and what the run's module check
+# waits for (MODULE_FILE_IMPORTS: no step starts before that check has passed), then each component of
 # components.COMPONENTS in a pipeline's order: the library it needs first (COMPONENT_LIBRARIES), then its modules.
-FIRST = ("kfp.dsl.executor_main", "slipway.core.step", "tensorflow")
+FIRST = ("kfp.dsl.executor_main", "slipway.core.step", *MODULE_FILE_IMPORTS)
 COMPONENT_LIBRARIES = {
     "validate": ("tensorflow_data_validation",),
     "transform": ("tensorflow_transform", "tensorflow_transform.beam"),
@@ -39,6 +41,11 @@ COMPONENT_LIBRARIES = {
 }
 COMPONENT_MODULES = ("step", "executor")  # each component's modules: slipway.components.<name>.<module>
 REAP_INTERVAL_S = 0.05
+STOP_GRACE_S = 5.0  # for the copies still running when this process is stopped, before SIGKILL
+# Once the first component's modules are in, the run's first step is due (the CLI starts it as soon as the module
+# check has passed): wait for it this long before the next library. A step that arrives during an import is forked
+# only after it, and the next (TFDV) takes most of a second, while the step runs as well beside it.
+FIRST_STEP_WAIT_S = 1.0
 
 
 def preload_names() -> list[str]:
@@ -47,9 +54,16 @@ def preload_names() -> list[str]:
 
     names = list(FIRST)
     for name in COMPONENTS:
-        names += COMPONENT_LIBRARIES.get(name, ())
+        names += [library for library in COMPONENT_LIBRARIES.get(name, ()) if library not in names]
         names += [f"slipway.components.{name}.{module}" for module in COMPONENT_MODULES]
     return names
+
+
+def first_step_modules_imported(name: str) -> bool:
+    """Whether name is the last module the pipelines' first step (the first component's) needs preloaded."""
+    from slipway.components import COMPONENTS
+
+    return name == f"slipway.components.{next(iter(COMPONENTS))}.{COMPONENT_MODULES[-1]}"
 
 
 def import_quietly(name: str) -> str:
@@ -71,10 +85,28 @@ class StepServer:
         self.running: dict[int, socket.socket] = {}  # copy's pid -> its client's connection
         self.waiting: list[tuple[socket.socket, dict]] = []  # requests whose "after" modules are not imported yet
         self.imported_all = False
+        self.pid = os.getpid()
+        self.steps_forked = 0
         self.stopping = False
 
     def stop(self, _signum: signal.Signals | None = None) -> None:
         self.stopping = True
+
+    def stop_at_once(self, _signum: signal.Signals | None = None) -> None:
+        """SIGTERM while importing: end now (a run refused up front stops this so), copies seen to."""
+        if os.getpid() != self.pid:  # a copy in its first instant, before it put SIGTERM back: it ends by SIGTERM
+            lifecycle.install(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self.end_copies()
+        os._exit(0)
+
+    def end_copies(self) -> None:
+        """Before this process ends: the copies still running stopped (their run is being stopped) and every copy
+        reaped here, not left to the run's process (which adopts orphans) as zombies. A call's copy may still be
+        ending: its caller has the answer before that."""
+        self._reap()
+        lifecycle.stop_all(list(self.running), grace_s=STOP_GRACE_S)
 
     def serve(self) -> dict | None:
         """Serve until SIGTERM; returns only in a forked copy, with the request that copy is to run."""
@@ -82,8 +114,7 @@ class StepServer:
             request = self.poll(REAP_INTERVAL_S)
             if request is not None:
                 return request
-        for pid in self.running:  # a run being stopped: the steps still running go with it
-            lifecycle.send(pid, signal.SIGTERM)
+        self.end_copies()
         return None
 
     def poll(self, timeout: float) -> dict | None:
@@ -142,6 +173,7 @@ class StepServer:
         except OSError:  # the task's process is gone already: so is its step (reaped with the others)
             lifecycle.kill(pid, reap=False)
         self.running[pid] = conn
+        self.steps_forked += "call" not in request
         return pid
 
     def _reap(self) -> None:
@@ -209,7 +241,8 @@ def become_call(request: dict) -> None:
 
 def main(argv: list[str]) -> int:
     """python -m slipway.local.warm.server SOCKET: listen at once, import (serving steps between modules), then serve
-    until SIGTERM. Until the imports are done SIGTERM ends it at once (a run refused up front stops it so)."""
+    until SIGTERM. Until the imports are done SIGTERM ends it at once (a run refused up front stops it so); either
+    way it ends without the interpreter's teardown."""
     lifecycle.die_with_parent()
     lifecycle.install(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it stops this with SIGTERM
     gc.disable()  # imports make few cycles; collections during them only spread the objects the copies will share
@@ -219,13 +252,15 @@ def main(argv: list[str]) -> int:
     listener.listen(16)  # steps that start while an import runs wait in the backlog
     os.rename(path + ".new", path)  # the socket appears listening: a step may connect as soon as it sees it
     server = StepServer(listener)
+    lifecycle.install(signal.SIGTERM, server.stop_at_once)
     started = time.perf_counter()
     request = None
     for name in preload_names():
         failure = import_quietly(name)
         if failure:
             print(f"not preloaded: {failure}", file=sys.stderr, flush=True)
-        request = server.poll(0)
+        due = first_step_modules_imported(name) and not server.steps_forked
+        request = server.poll(FIRST_STEP_WAIT_S if due else 0)
         if request is not None:
             break
     if request is None:
@@ -237,7 +272,11 @@ def main(argv: list[str]) -> int:
         listener.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
-        return 0
+        # Without the interpreter's teardown, which with TensorFlow and the TFX libraries loaded takes a second or
+        # more while the run waits for this process to end (the steps end so too: slipway.core.step).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     if "call" in request:
         become_call(request)
     become_step(request)
