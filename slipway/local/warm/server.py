@@ -40,7 +40,7 @@ COMPONENT_LIBRARIES = {
     "evaluate": ("tensorflow_model_analysis",),
 }
 COMPONENT_MODULES = ("step", "executor")  # each component's modules: slipway.components.<name>.<module>
-REAP_INTERVAL_S = 0.05
+REAP_INTERVAL_S = 0.01  # how soon an ended step is reported once the imports are done (a run waits on it)
 STOP_GRACE_S = 5.0  # for the copies still running when this process is stopped, before SIGKILL
 # Once the first component's modules are in, the run's first step is due (the CLI starts it as soon as the module
 # check has passed): wait for it this long before the next library. A step that arrives during an import is forked
