@@ -18,10 +18,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from slipway.core import lifecycle, progress
 
+# (command, env, the step's log) -> a started step with a Popen's stdout, wait() and context, or None
+Launcher = Callable[[list[str], "dict | None", IO[str]], Any]
 ACTIVE: Console | None = None  # the console kfp.local's tasks run through (steps_through), for other task handlers
 KEEP_RUN_LOGS = 20  # runs whose logs stay in <workdir>/logs; older ones are removed at the next run's start
 
@@ -52,9 +54,10 @@ class Console:
             self.say(f"  {name:<{self.width}} {text}")
 
     def run_step(self, command: list[str], name: str | None = None, env: dict | None = None,
-                 echo: IO[str] | None = None, where: str = "") -> int:
+                 echo: IO[str] | None = None, where: str = "", launch: Launcher | None = None) -> int:
         """Run one step's process to its end: its output into its log, progress onto the console; its exit code.
-        where: what the step runs in, shown on its first line (e.g. "(in IMAGE)")."""
+        where: what the step runs in, shown on its first line (e.g. "(in IMAGE)"). launch: starts the command its
+        own way (the warm step process: WarmSteps.launch), or returns None for it to start as a subprocess."""
         name = name or step_name(command)
         log_path = self.logs_dir / f"{name}.log"
         self.logs[name] = log_path
@@ -63,10 +66,7 @@ class Console:
         if self.verbose and where:
             self.say(where)
         ended = False
-        with open(log_path, "a", encoding="utf-8") as log, subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace",
-            env=env, preexec_fn=lifecycle.die_with_parent,
-        ) as process:
+        with open(log_path, "a", encoding="utf-8") as log, _start(command, env, log, launch) as process:
             for line in process.stdout:
                 log.write(line)
                 if self.verbose:
@@ -86,16 +86,25 @@ class Console:
         return code
 
 
+def _start(command: list[str], env: dict | None, log: IO[str], launch: Launcher | None):
+    """The step's process (or what stands for it: a Popen's stdout, wait() and context)."""
+    started = launch(command, env, log) if launch is not None else None
+    if started is not None:
+        return started
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                            errors="replace", env=env, preexec_fn=lifecycle.die_with_parent)
+
+
 @contextlib.contextmanager
-def steps_through(console: Console, rewrite: Callable[[list[str]], list[str]] | None = None) -> Iterator[None]:
-    """kfp.local's subprocess tasks run through console.run_step for the duration; rewrite, when given, changes
-    each task's command first (the warm step process: slipway.local.warm, WarmSteps.command)."""
+def steps_through(console: Console, launch: Launcher | None = None) -> Iterator[None]:
+    """kfp.local's subprocess tasks run through console.run_step for the duration; launch, when given, starts each
+    task its own way first (the warm step process: slipway.local.warm, WarmSteps.launch)."""
     from kfp.local import subprocess_task_handler
 
     original = subprocess_task_handler.run_local_subprocess
 
     def run_local_subprocess(full_command: list[str]) -> int:
-        return console.run_step(rewrite(full_command) if rewrite else full_command)
+        return console.run_step(full_command, launch=launch)
 
     global ACTIVE
     subprocess_task_handler.run_local_subprocess = run_local_subprocess

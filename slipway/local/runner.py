@@ -119,13 +119,13 @@ def _run_steps(pipeline_func, arguments: dict[str, Any], root: Path, logs: Path,
         with contextlib.ExitStack() as stack, interrupts_as_keyboard_interrupt():
             stack.enter_context(console_module.quiet_kfp(logs / "kfp-local.log", enabled=not verbose))
             stack.enter_context(absent_optional_inputs_allowed())
-            rewrite = None
+            launch = None
             if containers is None:
                 warm = warm or stack.enter_context(warm_module.started())
                 if warm is not None:
                     stack.callback(warm.keep_log, logs)
-                    rewrite = warm.command
-            stack.enter_context(console_module.steps_through(console, rewrite))
+                    launch = warm.launch
+            stack.enter_context(console_module.steps_through(console, launch))
             if containers is None:
                 runner = kfp.local.SubprocessRunner(use_venv=False)
             else:

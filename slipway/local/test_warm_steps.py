@@ -4,12 +4,14 @@ Each test runs a small pipeline of lightweight components through run_local (kfp
 console, the real warm process); the components write what they saw to a file, since they record no lineage."""
 
 
+import io
 import json
 import os
 import signal
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 import psutil
 import pytest
@@ -18,10 +20,10 @@ from kfp import dsl
 from slipway.core import lifecycle
 from slipway.local import warm as warm_steps
 from slipway.local.runner import run_local
-from slipway.local.warm.client import call
+from slipway.local.warm.client import WarmTask, call, lightweight_task
 
 
-@dsl.component(base_image="python:3.11")
+@dsl.component(base_image="python:3.11", install_kfp_package=False)  # as Slipway's components are
 def report(path: str, exit_code: int = 0, kill: bool = False):
     """Write what this step process sees, then end as asked (an exit status, or killed by a signal)."""
     import json
@@ -153,53 +155,82 @@ def _gone(proc: psutil.Process) -> bool:
     return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
 
 
-def _client(warm, *args: str, **kwargs) -> psutil.Popen:
-    """The step client as kfp.local's shell starts it, in place of `python -m kfp.dsl.executor_main ARGS`."""
-    env = {**os.environ, "SLIPWAY_STEP_SERVER": warm.socket}
-    return psutil.Popen([sys.executable, "-m", "slipway.local.warm.client", *args], env=env,
-                        preexec_fn=lifecycle.die_with_parent, **kwargs)
+def _task(warm, source: str, *args: str, log: "IO[str] | None" = None) -> WarmTask:
+    """A step started as a run starts one: kfp.local's command for a Python component whose module is source."""
+    command = ["sh", "-ec", f"... ephemeral_component.py ... {sys.executable} -m kfp.dsl.executor_main ...", source,
+               *args]
+    task = warm.launch(command, None, log or io.StringIO())
+    assert task is not None
+    return task
 
 
-def test_the_copy_runs_kfps_executor_with_the_tasks_arguments(tmp_path):
-    out = tmp_path / "out.log"
-    with warm_steps.started() as warm, open(out, "w") as stream:
-        assert _client(warm, "--help", stdout=stream, stderr=stream).wait(120) == 0
-    assert "--component_module_path" in out.read_text()  # kfp's executor's own usage, on the task's stdout
+def test_the_copy_runs_kfps_executor_with_the_tasks_arguments():
+    with warm_steps.started() as warm, _task(warm, "", "--help") as task:
+        output = task.stdout.read()
+    assert task.returncode == 0
+    assert "--component_module_path" in output  # kfp's executor's own usage, on the task's stdout
 
 
-def _hung_step(tmp_path: Path, warm) -> "tuple[psutil.Popen, psutil.Process]":
-    """A task whose component module never finishes importing (as a step hung in its work); its process and the
-    copy running it."""
+def test_what_a_run_launches_in_the_warm_process_is_kfps_command_for_a_python_component():
+    spec = report.component_spec.implementation.container
+    command = [*spec.command, *spec.args]
+    source, args = lightweight_task(command)
+    assert "def report(" in source and args == ["--executor_input", command[-3], "--function_to_execute", "report"]
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False, packages_to_install=["psutil"])
+    def installs(path: str):
+        pass
+
+    with_packages = installs.component_spec.implementation.container
+    assert lightweight_task([*with_packages.command, *with_packages.args]) is None  # the shell installs them first
+    assert lightweight_task(["podman", "run", "--rm", "image", "python", "-m", "kfp.dsl.executor_main"]) is None
+
+
+def _hung_step(tmp_path: Path, warm) -> "tuple[WarmTask, psutil.Process]":
+    """A task whose component module never finishes importing (as a step hung in its work); the task and the copy
+    running it."""
     ready = tmp_path / "ready"
-    module = tmp_path / "component.py"
-    module.write_text(f"import pathlib, time\npathlib.Path({str(ready)!r}).write_text('x')\ntime.sleep(300)\n")
-    client = _client(warm, "--component_module_path", str(module), "--executor_input", "{}",
-                     "--function_to_execute", "f")
+    task = _task(warm, f"import pathlib, time\npathlib.Path({str(ready)!r}).write_text('x')\ntime.sleep(300)\n",
+                 "--executor_input", "{}", "--function_to_execute", "f")
     deadline = time.monotonic() + 120
     while not ready.exists():
-        assert client.poll() is None and time.monotonic() < deadline
+        assert time.monotonic() < deadline
         time.sleep(0.1)
     copies = _warm_process().children()
-    assert len(copies) == 1
-    return client, copies[0]
+    assert [copy.pid for copy in copies] == [task.pid]
+    return task, copies[0]
 
 
-def test_sigterm_to_the_tasks_process_ends_the_step_by_sigterm(tmp_path):
+def test_a_step_ended_by_a_signal_reports_it_as_kfps_shell_did(tmp_path):
     with warm_steps.started() as warm:
-        client, copy = _hung_step(tmp_path, warm)
-        client.send_signal(signal.SIGTERM)
-        assert client.wait(30) == -signal.SIGTERM  # it ends as the step did, so kfp.local sees a step killed
+        task, copy = _hung_step(tmp_path, warm)
+        copy.send_signal(signal.SIGTERM)
+        with task:
+            assert 'Loading KFP component "f"' in task.stdout.read()  # kfp's executor's lines, on the task's pipe
+        assert task.returncode == 128 + signal.SIGTERM  # as `sh -ec` reported a step it ran that SIGTERM ended
         assert _gone(copy)
 
 
 def test_stopping_the_warm_process_stops_the_steps_it_forked(tmp_path):
     with warm_steps.started() as warm:
-        client, copy = _hung_step(tmp_path, warm)
+        task, copy = _hung_step(tmp_path, warm)
         zygote = _warm_process()
     assert _gone(zygote)
-    copy.wait(10)  # the copy gets SIGTERM as its parent ends (PR_SET_PDEATHSIG)
-    assert client.wait(30) != 0
+    assert _gone(copy)  # stopped and reaped by the warm process before it ended
+    assert task.wait() != 0
     assert not os.path.exists(warm.socket)
+
+
+def test_a_step_the_warm_process_cannot_take_is_left_to_start_cold_and_its_log_says_why():
+    with warm_steps.started() as warm:
+        _wait_listening(warm)
+        zygote = _warm_process()
+        zygote.kill()
+        zygote.wait(10)
+        log = io.StringIO()
+        assert warm.launch(["sh", "-ec", "ephemeral_component.py -m kfp.dsl.executor_main", "", "--help"], None,
+                           log) is None
+    assert log.getvalue().startswith("(warm step process unavailable: ")
 
 
 def test_a_call_the_warm_process_cannot_take_raises_oserror_for_the_caller_to_fall_back():
@@ -249,9 +280,9 @@ def test_the_module_check_and_the_first_step_start_before_the_libraries_after_th
         outcome = call(warm.socket, f"{__name__}:libraries_seen", [str(seen_by_check)],
                        after=warm_steps.MODULE_FILE_IMPORTS)
         assert outcome == (True, "", "")
-        step = _client(warm, "--component_module_path", str(module), "--executor_input", "{}",
-                       "--function_to_execute", "f")
-        assert step.wait(120) == 0
+        with _task(warm, module.read_text(), "--executor_input", "{}", "--function_to_execute", "f") as step:
+            step.stdout.read()
+        assert step.returncode == 0
     expected = {"tensorflow": True, "tensorflow_transform": True, "tensorflow_data_validation": False}
     assert json.loads(seen_by_check.read_text()) == expected
     assert json.loads(seen_by_step.read_text()) == expected

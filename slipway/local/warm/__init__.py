@@ -12,13 +12,14 @@ its own pod anyway).
 The rest of Slipway uses this module only:
 
 - `started()`: the run's warm process for a block (a WarmSteps, or None when switched off or it failed to start);
-- `WarmSteps.command(full_command)`: kfp.local's task command rewritten to start the step through it;
+- `WarmSteps.launch(full_command, env, log)`: kfp.local's task started in a copy of it, from this process (no shell
+  and no process of its own in the step's place), or None, for the console to start the command itself;
 - `call(warm, function, args, after)`: a function run in a copy of it once it has imported `after` (the module
   file's check), else in a forked copy of this process; an Outcome (slipway.core.lifecycle) either way;
 - `WarmSteps.keep_log(logs)`: its own lines beside the steps' logs.
 
-Inside: `server` (the process: what it preloads, the fork per request, the task handler), `client` (what a step's
-process runs in kfp.executor_main's place, and a call's client side), `protocol` (the request and reply lines).
+Inside: `server` (the process: what it preloads, the fork per request, the task handler), `client` (the run's side
+of a step and of a call), `protocol` (the request and reply lines).
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 from slipway.core import lifecycle
 from slipway.core.lifecycle import Outcome
-from slipway.local.warm.protocol import ENV_SOCKET, EXECUTOR_MODULE
+from slipway.local.warm import client
+from slipway.local.warm.client import WarmTask
 
 ENV_SWITCH = "SLIPWAY_WARM_STEPS"
 SERVER_MODULE = "slipway.local.warm.server"
-CLIENT_MODULE = "slipway.local.warm.client"
 START_TIMEOUT_S = 10
 # What a module file imports at the top (preprocessing_fn uses TFT; TFT's Beam part, a second more, it needs not):
 # preloaded right after TensorFlow, so the module check that waits for them (`call(..., after=...)`) starts early.
@@ -58,17 +60,22 @@ class WarmSteps:
         self.socket = str(folder / "steps.sock")
         self.log = folder / "warm-steps.log"
 
-    def command(self, full_command: list[str]) -> list[str]:
-        """kfp.local's task command with its executor started through this process (the client module)."""
-        executor = f"{sys.executable} -m {EXECUTOR_MODULE}"
-        client = f"{ENV_SOCKET}={self.socket} {sys.executable} -m {CLIENT_MODULE}"
-        return [part.replace(executor, client) for part in full_command]
+    def launch(self, full_command: list[str], env: dict | None, log: IO[str]) -> WarmTask | None:
+        """kfp.local's task (a Python component's) started in a copy of this process, or None: another kind of
+        command, or the warm process cannot take it (then the step starts cold, and its log says why)."""
+        task = client.lightweight_task(full_command)
+        if task is None:
+            return None
+        try:
+            return WarmTask.start(self.socket, *task, env=dict(os.environ if env is None else env))
+        except OSError as exc:
+            log.write(f"(warm step process unavailable: {exc}; the step starts cold)\n")
+            log.flush()
+            return None
 
     def call(self, target: str, args: list, after: tuple[str, ...] = ()) -> Outcome:
         """target ("module:function") called with args in a copy of this process once it has imported `after`;
         raises OSError when it cannot take the call (gone, or it ends before forking the copy)."""
-        from slipway.local.warm import client
-
         return client.call(self.socket, target, args, after)
 
     def keep_log(self, logs: Path) -> None:

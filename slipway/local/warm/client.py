@@ -1,30 +1,102 @@
-"""One step of a local run, started in the run's warm step process (slipway.local.warm) instead of cold.
+"""The run's side of the warm step process (slipway.local.warm): a step, or a call, started in a copy of it.
 
-    python -m slipway.local.warm.client ARGS...    (in place of `python -m kfp.dsl.executor_main ARGS...`)
+kfp.local starts each task of a Python component as `sh -ec SCRIPT SOURCE ARGS...`: the script writes SOURCE (the
+component's module) to a file and runs `python -m kfp.dsl.executor_main --component_module_path FILE ARGS`.
+`WarmTask.start` does the script's part from the run's own process: it writes the module file and hands the
+executor's arguments, the working folder, the environment and the task's streams (stdin, and one pipe for stdout
+and stderr) to the warm process, which forks a copy that runs kfp's executor with them, TensorFlow and the TFX
+libraries imported already. No shell and no process of its own stand in for the step: the console reads the
+copy's output from the pipe and its end from the socket, as it would from a subprocess.Popen.
 
-kfp.local starts each task as `sh -ec '... python -m kfp.dsl.executor_main ARGS'`; `slipway run` rewrites that one
-command to this module (WarmSteps.command). It hands its arguments, working folder, environment and its
-stdin/stdout/stderr to the warm process (SLIPWAY_STEP_SERVER, a Unix socket), which forks a copy that runs kfp's
-executor with them: the copy has TensorFlow and the TFX libraries imported already. This process stays in the
-task's place: SIGTERM and SIGINT go on to the copy, and it ends with the copy's exit status (or its signal), so
-kfp.local and the console see a step process like any other. Where the warm process cannot take the step (gone, or
-it failed to start), the step runs cold here, as it would without it.
-
-This module imports little (the standard library and slipway.core.lifecycle): it is the process every step starts
-with.
+`call` runs one function in a copy and returns its Outcome (the module file's check).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
+import shutil
 import socket
-import sys
+import tempfile
+from pathlib import Path
+from typing import IO
 
-from slipway.core import lifecycle
 from slipway.core.lifecycle import Outcome
-from slipway.local.warm.protocol import ENV_SOCKET, EXECUTOR_MODULE, Reply, call_outcome, send_request
+from slipway.local.warm.protocol import EXECUTOR_MODULE, Reply, call_outcome, send_request
+
+MODULE_FILE = "ephemeral_component.py"  # what kfp.local's script names the module file
+# kfp's script for a Python component without packages to install: what WarmTask.start does in its place.
+LAUNCHER_MARKS = (MODULE_FILE, f"-m {EXECUTOR_MODULE}")
+KFP_RUNTIME = {"_KFP_RUNTIME": "true"}  # what the script sets for the executor
+SIGNALED = 128  # a step ended by signal N: the exit status a shell reports for it, 128 + N, as kfp.local saw it
+GONE = 1  # the warm process ended while its copy ran: no status to report
+
+
+def lightweight_task(full_command: list[str]) -> tuple[str, list[str]] | None:
+    """(the component's module source, the executor's arguments) of kfp.local's command for a Python component;
+    None for any other command (a component that installs packages first, a container's)."""
+    if len(full_command) < 4 or full_command[:2] != ["sh", "-ec"]:
+        return None
+    script = full_command[2]
+    if not all(mark in script for mark in LAUNCHER_MARKS) or "pip" in script:
+        return None
+    return full_command[3], full_command[4:]
+
+
+class WarmTask:
+    """A step running in a copy of the warm process: `stdout` (its stdout and stderr, text), `wait()` (its exit
+    status, 128 + N when signal N ended it), `pid`; a context manager, as console.run_step uses a Popen."""
+
+    def __init__(self, conn: socket.socket, answers: IO[str], stdout: IO[str], pid: int, folder: Path) -> None:
+        self.conn, self.answers, self.stdout, self.pid, self.folder = conn, answers, stdout, pid, folder
+        self.returncode: int | None = None
+
+    @classmethod
+    def start(cls, socket_path: str, source: str, args: list[str], env: dict[str, str]) -> WarmTask:
+        """The step (its module's source, the executor's arguments, its environment) started in a copy; raises
+        OSError when the warm process cannot take it (gone, or it ends before forking the copy)."""
+        folder = Path(tempfile.mkdtemp(dir=env.get("TMPDIR")))  # as the script's mktemp -d: the run's scratch space
+        module = folder / MODULE_FILE
+        module.write_text(source, encoding="utf-8")
+        read_end, write_end = os.pipe()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(socket_path)
+            send_request(conn, ["--component_module_path", str(module), *args], fds=[0, write_end, write_end],
+                         env={**env, **KFP_RUNTIME})
+            answers = conn.makefile("r", encoding="utf-8")
+            started = Reply.read(answers)  # the copy's pid once it runs; nothing if the warm process ended first
+            if started is None or started.pid is None:
+                raise OSError("it ended before taking the step")
+        except (OSError, ValueError) as exc:
+            conn.close()
+            os.close(read_end)
+            shutil.rmtree(folder, ignore_errors=True)
+            raise OSError(f"{socket_path}: {exc}") from None
+        finally:
+            os.close(write_end)  # the copy has its own: the pipe ends when the copy (and what it started) has
+        return cls(conn, answers, open(read_end, encoding="utf-8", errors="replace"), started.pid, folder)
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            ended = Reply.read(self.answers)
+            self.returncode = (GONE if ended is None else SIGNALED + ended.signal if ended.signal is not None
+                               else int(ended.exit))
+            self._close()
+        return self.returncode
+
+    def _close(self) -> None:
+        self.conn.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> WarmTask:
+        return self
+
+    def __exit__(self, exc_type, *_) -> None:
+        self.stdout.close()
+        if exc_type is None:
+            self.wait()
+        else:  # interrupted: the run stops the copy with its other processes; its end is not waited for here
+            self._close()
 
 
 def call(socket_path: str, target: str, args: list, after: tuple[str, ...] = ()) -> Outcome:
@@ -45,48 +117,3 @@ def call(socket_path: str, target: str, args: list, after: tuple[str, ...] = ())
         return call_outcome(replies)
     except OSError as exc:
         raise OSError(f"{socket_path}: {exc}") from None
-
-
-def run_cold(argv: list[str], why: str) -> None:
-    """Become the cold step process: the same interpreter running kfp's executor with the same arguments."""
-    print(f"(warm step process unavailable: {why}; the step starts cold)", file=sys.stderr, flush=True)
-    os.execv(sys.executable, [sys.executable, "-m", EXECUTOR_MODULE, *argv])
-
-
-def _forward_signals(pid: int) -> None:
-    def forward(signum: signal.Signals) -> None:
-        lifecycle.send(pid, signum)
-
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        lifecycle.install(signum, forward)
-
-
-def main(argv: list[str]) -> int:
-    path = os.environ.get(ENV_SOCKET, "")
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(path)
-        send_request(conn, argv)
-        answers = conn.makefile("r", encoding="utf-8")
-        started = Reply.read(answers)  # the copy's pid once it runs; nothing if the warm process ended first
-    except (OSError, ValueError) as exc:
-        started, why = None, f"{path or ENV_SOCKET + ' not set'}: {exc}"
-    else:
-        why = "it ended before taking the step"
-    if started is None or started.pid is None:
-        conn.close()
-        run_cold(argv, why)
-    _forward_signals(started.pid)
-    ended = Reply.read(answers)
-    if ended is None:
-        print("the warm step process ended while the step ran", file=sys.stderr, flush=True)
-        return 1
-    if ended.signal is not None:  # end as the copy did, so the shell and kfp.local see the same signal
-        with contextlib.suppress(OSError, ValueError):  # SIGKILL has no handler to reset
-            lifecycle.install(ended.signal, signal.SIG_DFL)
-        lifecycle.send(os.getpid(), ended.signal)
-    return int(ended.exit)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

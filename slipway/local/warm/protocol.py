@@ -1,9 +1,8 @@
-"""What the warm step process and a task's process say to each other on the task's connection (a Unix socket).
+"""What the run's process and the warm step process say to each other on a task's connection (a Unix socket).
 
-The task's process sends one request: a JSON line (`request`) with the task's standard streams as its file
+The run's process sends one request: a JSON line (`request`) with the task's standard streams as its file
 descriptors (SCM_RIGHTS). The warm process answers with `Reply` lines: the copy's pid once it is forked, then how a
-step's copy ended (its exit status or its signal), a call's Outcome (slipway.core.lifecycle) before that. Standard
-library and lifecycle only: the step client imports this.
+step's copy ended (its exit status or its signal), a call's Outcome (slipway.core.lifecycle) before that.
 """
 
 from __future__ import annotations
@@ -16,17 +15,18 @@ from typing import IO
 
 from slipway.core.lifecycle import Outcome
 
-ENV_SOCKET = "SLIPWAY_STEP_SERVER"  # the warm process's socket, in a step's environment
 EXECUTOR_MODULE = "kfp.dsl.executor_main"  # what a step runs, warm or cold
 STREAMS = (0, 1, 2)  # the descriptors a request carries: the task's stdin, stdout, stderr
 MAX_LINE = 1 << 20
 
 
-def send_request(conn: socket.socket, argv: list[str], **more) -> None:
-    """The task as this process would run it (arguments, folder, environment, streams); more: a call's fields
+def send_request(conn: socket.socket, argv: list[str], fds: list[int] | None = None,
+                 env: dict[str, str] | None = None, **more) -> None:
+    """The task: its executor's arguments, this process's folder, env (default: this process's environment), and
+    fds as the copy's stdin, stdout and stderr (default: this process's); more: a call's fields
     (call="module:function", args, after=[modules the warm process imports first])."""
-    line = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), **more}) + "\n"
-    socket.send_fds(conn, [line.encode()], list(STREAMS))
+    line = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ) if env is None else env, **more})
+    socket.send_fds(conn, [(line + "\n").encode()], list(STREAMS) if fds is None else fds)
 
 
 def receive_request(conn: socket.socket) -> dict:
