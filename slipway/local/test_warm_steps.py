@@ -218,6 +218,7 @@ def test_stopping_the_warm_process_stops_the_steps_it_forked(tmp_path):
     assert _gone(zygote)
     assert _gone(copy)  # stopped and reaped by the warm process before it ended
     assert task.wait() != 0
+    assert task.log.getvalue() == "(the warm step process ended while the step ran)\n"  # the step's log says so
     assert not os.path.exists(warm.socket)
 
 

@@ -67,11 +67,13 @@ class WarmSteps:
         if task is None:
             return None
         try:
-            return WarmTask.start(self.socket, *task, env=dict(os.environ if env is None else env))
+            started = WarmTask.start(self.socket, *task, env=dict(os.environ if env is None else env))
         except OSError as exc:
             log.write(f"(warm step process unavailable: {exc}; the step starts cold)\n")
             log.flush()
             return None
+        started.log = log
+        return started
 
     def call(self, target: str, args: list, after: tuple[str, ...] = ()) -> Outcome:
         """target ("module:function") called with args in a copy of this process once it has imported `after`;

@@ -49,6 +49,7 @@ class WarmTask:
     def __init__(self, conn: socket.socket, answers: IO[str], stdout: IO[str], pid: int, folder: Path) -> None:
         self.conn, self.answers, self.stdout, self.pid, self.folder = conn, answers, stdout, pid, folder
         self.returncode: int | None = None
+        self.log: IO[str] | None = None  # where to say that the warm process ended while the step ran
 
     @classmethod
     def start(cls, socket_path: str, source: str, args: list[str], env: dict[str, str]) -> WarmTask:
@@ -79,6 +80,8 @@ class WarmTask:
     def wait(self) -> int:
         if self.returncode is None:
             ended = Reply.read(self.answers)
+            if ended is None and self.log is not None:
+                self.log.write("(the warm step process ended while the step ran)\n")
             self.returncode = (GONE if ended is None else SIGNALED + ended.signal if ended.signal is not None
                                else int(ended.exit))
             self._close()
