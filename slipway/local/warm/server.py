@@ -82,7 +82,7 @@ class StepServer:
         self.listener = listener
         self.selector = selectors.DefaultSelector()
         self.selector.register(listener, selectors.EVENT_READ)
-        self.running: dict[int, socket.socket] = {}  # copy's pid -> its client's connection
+        self.running: dict[int, socket.socket] = {}  # copy's pid -> the connection it was asked for on
         self.waiting: list[tuple[socket.socket, dict]] = []  # requests whose "after" modules are not imported yet
         self.imported_all = False
         self.pid = os.getpid()
@@ -170,7 +170,7 @@ class StepServer:
             os.close(fd)
         try:
             conn.sendall(Reply(pid=pid).line())
-        except OSError:  # the task's process is gone already: so is its step (reaped with the others)
+        except OSError:  # whoever asked is gone already: so is the copy (reaped with the others)
             lifecycle.kill(pid, reap=False)
         self.running[pid] = conn
         self.steps_forked += "call" not in request
