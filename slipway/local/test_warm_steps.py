@@ -7,8 +7,10 @@ console, the real warm process); the components write what they saw to a file, s
 import io
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import IO
@@ -289,7 +291,7 @@ def test_the_module_check_and_the_first_step_start_before_the_libraries_after_th
     assert json.loads(seen_by_step.read_text()) == expected
 
 
-def test_a_call_returns_with_its_copys_report_before_the_warm_process_reports_its_end(tmp_path):
+def test_a_call_returns_with_its_copys_report_before_the_warm_process_reports_its_end():
     """The warm process tells how a copy ended only once it has reaped it, which while it imports waits for the
     module in hand: a call does not wait for that line, its copy's report is the answer."""
     import socket
@@ -298,7 +300,8 @@ def test_a_call_returns_with_its_copys_report_before_the_warm_process_reports_it
     from slipway.core.lifecycle import Outcome
     from slipway.local.warm.protocol import Reply, receive_request
 
-    path = str(tmp_path / "s.sock")
+    folder = tempfile.mkdtemp(prefix="slipway-test-")  # short: a socket path has 107 bytes at most (tmp_path's not)
+    path = os.path.join(folder, "s.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(1)
@@ -322,6 +325,7 @@ def test_a_call_returns_with_its_copys_report_before_the_warm_process_reports_it
         done.set()
         server.join(10)
         listener.close()
+        shutil.rmtree(folder)
 
 
 def test_the_reply_lines_read_back_as_written_and_make_a_calls_outcome():
