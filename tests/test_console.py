@@ -215,25 +215,30 @@ def test_a_second_run_on_a_workdir_in_use_is_refused_before_anything_is_touched(
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_to_the_cli_alone_stops_every_step_process_and_writes_the_summary(tmp_path, sig, code):
     process, workdir = _fifo_run(tmp_path)
-    processes = _processes_of(workdir, process)
-    blocked = _blocked_in_a_pipe(processes)  # the ingest step, a copy of the warm step process, waits for the data
-    assert len(blocked) == 1 and "slipway.local.warm.server" in " ".join(blocked[0].parent().cmdline()), blocked
-    process.send_signal(sig)
-    out, err = process.communicate(timeout=60)
-    assert process.returncode == code, (out, err)
-    assert "Traceback" not in err and "Traceback" not in out
-    name = signal.Signals(sig).name
-    assert err.strip().splitlines() == [
-        f"error: interrupted by {name} during ingest; summary.json written, no process left running"]
-    summary = json.loads((workdir / "summary.json").read_text())
-    assert summary["status"] == "interrupted" and summary["interrupted_step"] == "ingest"
-    assert summary["interrupted_by"] == name
-    assert summary["steps"]["ingest"]["status"] == "interrupted"
-    assert summary["steps"]["train"]["status"] == "not_run"
-    assert _running(processes) == []
-    assert list((workdir / "tmp").iterdir()) == []  # the stale file and the run's own scratch space are gone
-    assert list((workdir / "train").iterdir()) == [] and not list(workdir.glob(".*.tmp-*"))
-    assert f"run: removed 2 unfinished output(s) an interrupted run left in {workdir}" in out
+    try:
+        processes = _processes_of(workdir, process)
+        blocked = _blocked_in_a_pipe(processes)  # the ingest step, a copy of the warm step process, waits for the data
+        assert len(blocked) == 1 and "slipway.local.warm.server" in " ".join(blocked[0].parent().cmdline()), blocked
+        process.send_signal(sig)
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == code, (out, err)
+        assert "Traceback" not in err and "Traceback" not in out
+        name = signal.Signals(sig).name
+        assert err.strip().splitlines() == [
+            f"error: interrupted by {name} during ingest; summary.json written, no process left running"]
+        summary = json.loads((workdir / "summary.json").read_text())
+        assert summary["status"] == "interrupted" and summary["interrupted_step"] == "ingest"
+        assert summary["interrupted_by"] == name
+        assert summary["steps"]["ingest"]["status"] == "interrupted"
+        assert summary["steps"]["train"]["status"] == "not_run"
+        assert _running(processes) == []
+        assert list((workdir / "tmp").iterdir()) == []  # the stale file and the run's own scratch space are gone
+        assert list((workdir / "train").iterdir()) == [] and not list(workdir.glob(".*.tmp-*"))
+        assert f"run: removed 2 unfinished output(s) an interrupted run left in {workdir}" in out
+    finally:
+        if process.poll() is None:  # a check above failed: the run still waits for its data, with its steps
+            process.kill()  # its steps end with it (PR_SET_PDEATHSIG)
+            process.communicate()
 
 
 def test_the_summary_shows_the_first_prediction_as_predict_does(tmp_path, capsys):
