@@ -109,15 +109,20 @@ def test_a_warm_step_ends_with_its_own_exit_status_or_signal(tmp_path, capsys, k
 
 def test_a_step_runs_cold_when_the_warm_process_is_gone(tmp_path, marker):
     with warm_steps.started() as warm:
-        _wait_listening(warm)
-        zygote = _warm_process()
-        zygote.kill()
-        zygote.wait(10)
+        _kill_warm_process(warm)
         summary, seen, log = _run(tmp_path, warm=warm)
     assert summary["error"] is None, summary  # (no lineage recorded: the step counts as not run, not failed)
     assert "(warm step process unavailable" in log
     assert not seen["tensorflow_imported"]
     assert seen["marker"] == "from-the-run"
+
+
+def _kill_warm_process(warm) -> None:
+    """The warm process killed once it listens, its socket left behind (as a crash leaves it)."""
+    _wait_listening(warm)
+    zygote = _warm_process()
+    zygote.kill()
+    zygote.wait(10)
 
 
 def _wait_listening(warm) -> None:
@@ -226,10 +231,7 @@ def test_stopping_the_warm_process_stops_the_steps_it_forked(tmp_path):
 
 def test_a_step_the_warm_process_cannot_take_is_left_to_start_cold_and_its_log_says_why():
     with warm_steps.started() as warm:
-        _wait_listening(warm)
-        zygote = _warm_process()
-        zygote.kill()
-        zygote.wait(10)
+        _kill_warm_process(warm)
         log = io.StringIO()
         assert warm.launch(["sh", "-ec", "ephemeral_component.py -m kfp.dsl.executor_main", "", "--help"], None,
                            log) is None
@@ -238,10 +240,7 @@ def test_a_step_the_warm_process_cannot_take_is_left_to_start_cold_and_its_log_s
 
 def test_a_call_the_warm_process_cannot_take_raises_oserror_for_the_caller_to_fall_back():
     with warm_steps.started() as warm:
-        _wait_listening(warm)
-        zygote = _warm_process()
-        zygote.kill()
-        zygote.wait(10)
+        _kill_warm_process(warm)
         with pytest.raises(OSError):  # run_request then checks the module in a fork of the CLI instead
             call(warm.socket, f"{__name__}:check_answer", ["good"])
 
