@@ -67,13 +67,11 @@ class WarmSteps:
         if task is None:
             return None
         try:
-            started = WarmTask.start(self.socket, *task, env=dict(os.environ if env is None else env))
+            return WarmTask.start(self.socket, *task, env=dict(os.environ if env is None else env), log=log)
         except OSError as exc:
             log.write(f"(warm step process unavailable: {exc}; the step starts cold)\n")
             log.flush()
             return None
-        started.log = log
-        return started
 
     def call(self, target: str, args: list, after: tuple[str, ...] = ()) -> Outcome:
         """target ("module:function") called with args in a copy of this process once it has imported `after`;

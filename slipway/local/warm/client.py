@@ -46,15 +46,17 @@ class WarmTask:
     """A step running in a copy of the warm process: `stdout` (its stdout and stderr, text), `wait()` (its exit
     status, 128 + N when signal N ended it), `pid`; a context manager, as console.run_step uses a Popen."""
 
-    def __init__(self, conn: socket.socket, answers: IO[str], stdout: IO[str], pid: int, folder: Path) -> None:
+    def __init__(self, conn: socket.socket, answers: IO[str], stdout: IO[str], pid: int, folder: Path,
+                 log: IO[str] | None) -> None:
         self.conn, self.answers, self.stdout, self.pid, self.folder = conn, answers, stdout, pid, folder
+        self.log = log  # the step's log: where to say that the warm process ended while the step ran
         self.returncode: int | None = None
-        self.log: IO[str] | None = None  # where to say that the warm process ended while the step ran
 
     @classmethod
-    def start(cls, socket_path: str, source: str, args: list[str], env: dict[str, str]) -> WarmTask:
-        """The step (its module's source, the executor's arguments, its environment) started in a copy; raises
-        OSError when the warm process cannot take it (gone, or it ends before forking the copy)."""
+    def start(cls, socket_path: str, source: str, args: list[str], env: dict[str, str],
+              log: IO[str] | None = None) -> WarmTask:
+        """The step (its module's source, the executor's arguments, its environment; its log) started in a copy;
+        raises OSError when the warm process cannot take it (gone, or it ends before forking the copy)."""
         folder = Path(tempfile.mkdtemp(dir=env.get("TMPDIR")))  # as the script's mktemp -d: the run's scratch space
         module = folder / MODULE_FILE
         module.write_text(source, encoding="utf-8")
@@ -75,7 +77,7 @@ class WarmTask:
             raise OSError(f"{socket_path}: {exc}") from None
         finally:
             os.close(write_end)  # the copy has its own: the pipe ends when the copy (and what it started) has
-        return cls(conn, answers, open(read_end, encoding="utf-8", errors="replace"), started.pid, folder)
+        return cls(conn, answers, open(read_end, encoding="utf-8", errors="replace"), started.pid, folder, log)
 
     def wait(self) -> int:
         if self.returncode is None:
