@@ -146,12 +146,14 @@ def score_batches(model_fn, plan: dict, source: dict, chunk: readers.Chunk,
     scored, answers = np.flatnonzero(typed.accepted), None
     if len(scored):
         answers, failed = _answers(model_fn, typed.inputs)
-        for i in failed:  # rows the model itself refused, one by one
-            refused.append((int(chunk.positions[scored[i]]), rows.MODEL_ERROR, failed[i],
-                            _row_text(chunk.batch, int(scored[i]))))
-        keep = np.array([i not in failed for i in range(len(scored))], dtype=bool)
-        scored, answers = scored[keep], (answers[keep] if answers is not None else None)
-        typed.inputs = {name: values[keep] for name, values in typed.inputs.items()}
+        if failed:  # rows the model itself refused, one by one (else every row is kept: no copy of the batch)
+            for i in failed:
+                refused.append((int(chunk.positions[scored[i]]), rows.MODEL_ERROR, failed[i],
+                                _row_text(chunk.batch, int(scored[i]))))
+            keep = np.ones(len(scored), dtype=bool)
+            keep[list(failed)] = False
+            scored, answers = scored[keep], (answers[keep] if answers is not None else None)
+            typed.inputs = {name: values[keep] for name, values in typed.inputs.items()}
     refused += chunk.unreadable
     if len(scored):
         yield PREDICTIONS, _predictions(plan, chunk, scored, answers)
@@ -177,7 +179,7 @@ def _answers(model_fn, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray | None
         return np.asarray(model_fn(**{n: tf.constant(v) for n, v in inputs.items()})["outputs"]), {}
     except (tf.errors.InvalidArgumentError, ValueError, TypeError) as exc:
         if count == 1:
-            return None, {0: " ".join(str(getattr(exc, "message", exc)).split())[:300]}
+            return None, {0: _model_message(exc)}
     half = count // 2
     first, first_failed = _answers(model_fn, {n: v[:half] for n, v in inputs.items()})
     second, second_failed = _answers(model_fn, {n: v[half:] for n, v in inputs.items()})
@@ -188,6 +190,18 @@ def _answers(model_fn, inputs: dict[str, np.ndarray]) -> tuple[np.ndarray | None
     if second is not None:
         answers[half:] = second
     return answers, {**first_failed, **{half + i: m for i, m in second_failed.items()}}
+
+
+def _model_message(exc: Exception) -> str:
+    """TensorFlow's reason for refusing a row, on one line: a graph's error message opens with where the failing
+    node was defined (a traceback into the training code) and ends with the node's name; the reason is between."""
+    text = str(getattr(exc, "message", exc))
+    paragraphs = [p for p in text.split("\n\n") if p.strip() and not p.startswith(("Graph execution error",
+                                                                                   "Detected at node"))
+                  and not p.lstrip().startswith("File ")]
+    reason = paragraphs[0] if paragraphs else text
+    reason = "\n".join(line for line in reason.splitlines() if not line.lstrip().startswith("[[{{node"))
+    return " ".join(reason.split())[:300]
 
 
 def _predictions(plan: dict, chunk: readers.Chunk, scored: np.ndarray, answers: np.ndarray) -> pa.Table:
