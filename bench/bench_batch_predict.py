@@ -197,58 +197,64 @@ def _median(values) -> float:
     return statistics.median(list(values))
 
 
+def _summary(m: dict) -> dict:
+    """One size's medians: rows; wall and step seconds of `slipway score`; the step's and the scoring's seconds with
+    the libraries imported first; the floor's and the plain loop's rows/s; peak RSS and PSS."""
+    return {"rows": m["runs"][0]["rows"], "wall": _median(r["wall"] for r in m["runs"]),
+            "step": _median(r["step"] for r in m["runs"]), "warm_step": _median(r["step"] for r in m["warm"]),
+            "scoring": _median(r["scoring"] for r in m["warm"]),
+            "floor": _median(f["rows"] / f["seconds"] for f in m["floors"]),
+            "plain": _median(f["rows"] / (f["seconds"] + f["reading"]) for f in m["floors"]),
+            "rss": _median(r["rss"] for r in m["runs"]), "pss": _median(r["pss"] for r in m["runs"])}
+
+
 def _rows(measured: dict, served: dict, sizes: list[int]) -> list[tuple[str, str, str]]:
-    rows, per_size = [], {}
-    for size, m in measured.items():
-        count = m["runs"][0]["rows"]
-        wall = _median(r["wall"] for r in m["runs"])
-        step = _median(r["step"] for r in m["runs"])
-        warm_step = _median(r["step"] for r in m["warm"])
-        floor_rps = _median(f["rows"] / f["seconds"] for f in m["floors"])
-        plain_rps = _median(f["rows"] / (f["seconds"] + f["reading"]) for f in m["floors"])
-        scoring = _median(r["scoring"] for r in m["warm"])
-        per_size[size] = (count, scoring, floor_rps, plain_rps, warm_step)
-        rows += [(f"{size}x ({count:,} rows): slipway score end to end", f"{count / wall:,.0f} rows/s",
-                  f"{wall:.1f} s, process start and imports included"),
-                 (f"{size}x: batch_predict step", f"{count / step:,.0f} rows/s",
-                  f"{step:.1f} s: TensorFlow and Beam imported, reading, typing, the model loaded and called, "
+    summary = {size: _summary(m) for size, m in measured.items()}
+    rows = []
+    for size, s in summary.items():
+        count = s["rows"]
+        rows += [(f"{size}x ({count:,} rows): slipway score end to end", f"{count / s['wall']:,.0f} rows/s",
+                  f"{s['wall']:.1f} s, process start and imports included"),
+                 (f"{size}x: batch_predict step", f"{count / s['step']:,.0f} rows/s",
+                  f"{s['step']:.1f} s: TensorFlow and Beam imported, reading, typing, the model loaded and called, "
                   "Parquet written"),
-                 (f"{size}x: batch_predict step, libraries imported first", f"{count / warm_step:,.0f} rows/s",
-                  f"{warm_step:.1f} s: as a pipeline run's warm step process runs it"),
-                 (f"{size}x: floor (serving_raw in process, typed batches)", f"{floor_rps:,.0f} rows/s",
+                 (f"{size}x: batch_predict step, libraries imported first", f"{count / s['warm_step']:,.0f} rows/s",
+                  f"{s['warm_step']:.1f} s: as a pipeline run's warm step process runs it"),
+                 (f"{size}x: floor (serving_raw in process, typed batches)", f"{s['floor']:,.0f} rows/s",
                   "the model's work alone: read, typed and loaded before the clock"),
-                 (f"{size}x: plain loop (read, typed, serving_raw; in process)", f"{plain_rps:,.0f} rows/s",
+                 (f"{size}x: plain loop (read, typed, serving_raw; in process)", f"{s['plain']:,.0f} rows/s",
                   "the same work without Beam or overlap, the model loaded before the clock"),
-                 (f"{size}x: peak memory (process tree)", f"{_median(r['rss'] for r in m['runs']):,.0f} MiB RSS",
-                  f"{_median(r['pss'] for r in m['runs']):,.0f} MiB PSS")]
-    first, last = sizes[0], sizes[-1]
-    if len(sizes) > 1:  # the steady state: what the extra rows cost, the fixed costs (model load, Beam) left out
-        (small, small_s, *_), (large, large_s, large_floor, large_plain, _) = per_size[first], per_size[last]
-        steady = (large - small) / max(large_s - small_s, 1e-9)
-        rows += [(f"steady state ({first}x to {last}x: the extra rows over the extra seconds)", f"{steady:,.0f} rows/s",
-                  f"the step's per-row work: its scoring timed to the ms, {small_s:.3f} and {large_s:.3f} s "
-                  "(libraries imported first)"),
-                 ("steady state / floor", f"{steady / large_floor:.2f}x",
-                  _verdict(steady / large_floor >= TARGET_FLOOR_RATIO, f">= {TARGET_FLOOR_RATIO}x")),
-                 ("steady state / plain loop", f"{steady / large_plain:.2f}x", "what Beam and the writers add")]
+                 (f"{size}x: peak memory (process tree)", f"{s['rss']:,.0f} MiB RSS", f"{s['pss']:,.0f} MiB PSS")]
+    first, last = summary[sizes[0]], summary[sizes[-1]]
+    if len(sizes) > 1:
+        rows += _steady_rows(first, last, f"{sizes[0]}x to {sizes[-1]}x")
     rows += [("server, one row per request", f"{served['one_row']:,.0f} rows/s", "slipway predict's server, 1 client"),
              ("server, the whole file in one request", f"{served['whole_file']:,.0f} rows/s",
               "what `slipway predict FILE` sends")]
-    for size in sizes:
-        count, _, _, _, warm_step = per_size[size]
-        step = _median(r["step"] for r in measured[size]["runs"])
-        like_for_like = count / warm_step / served["one_row"]
+    for size, s in summary.items():
+        like_for_like = s["rows"] / s["warm_step"] / served["one_row"]
         rows += [(f"{size}x step, libraries imported first / one-row requests", f"{like_for_like:,.0f}x",
                   _verdict(like_for_like >= TARGET_SERVER_RATIO, f">= {TARGET_SERVER_RATIO:.0f}x")
                   + " (neither side's imports counted)"),
                  (f"{size}x step importing TensorFlow and Beam / one-row requests",
-                  f"{count / step / served['one_row']:,.0f}x",
+                  f"{s['rows'] / s['step'] / served['one_row']:,.0f}x",
                   "the server's start not counted, the step's own imports are")]
     if len(sizes) > 1:
-        small, large = (_median(r["rss"] for r in measured[s]["runs"]) for s in (first, last))
-        rows.append((f"peak RSS {last}x / {first}x", f"{large / small:.2f}x",
-                     _verdict(large / small <= TARGET_MEMORY_GROWTH, f"<= {TARGET_MEMORY_GROWTH}x (flat)")))
+        growth = last["rss"] / first["rss"]
+        rows.append((f"peak RSS {sizes[-1]}x / {sizes[0]}x", f"{growth:.2f}x",
+                     _verdict(growth <= TARGET_MEMORY_GROWTH, f"<= {TARGET_MEMORY_GROWTH}x (flat)")))
     return rows
+
+
+def _steady_rows(small: dict, large: dict, sizes: str) -> list[tuple[str, str, str]]:
+    """The steady state: what the extra rows cost, the fixed costs (the model's load, Beam's start) left out."""
+    steady = (large["rows"] - small["rows"]) / max(large["scoring"] - small["scoring"], 1e-9)
+    return [(f"steady state ({sizes}: the extra rows over the extra seconds)", f"{steady:,.0f} rows/s",
+             f"the step's per-row work: its scoring timed to the ms, {small['scoring']:.3f} and "
+             f"{large['scoring']:.3f} s (libraries imported first)"),
+            ("steady state / floor", f"{steady / large['floor']:.2f}x",
+             _verdict(steady / large["floor"] >= TARGET_FLOOR_RATIO, f">= {TARGET_FLOOR_RATIO}x")),
+            ("steady state / plain loop", f"{steady / large['plain']:.2f}x", "what Beam and the writers add")]
 
 
 def _verdict(ok: bool, target: str) -> str:
