@@ -4,7 +4,9 @@ The model base may be a local folder (a PVC mount is one), or an object-store UR
 through tf.io.gfile). A version folder is complete once its saved_model.pb is there: a push writes that file
 last, so a server watching the base never loads a half-copied version. Versions are never overwritten: a push
 takes the next number above every version the base has ever had (retired ones included), and a rejected version
-is moved out of the base (to `<model base>.rejected/<version>`), never replaced in it.
+is moved out of the base (to `<model base>.rejected/<version>`), never replaced in it. Pushes may run at once (KFP
+runs deploying to one base): a local push claims its number by renaming its staged copy into place, a push to an
+object store by a claim file it leaves in the version folder before it writes there (_claim_remote).
 
 Used by the deploy component (push, retire) in the pipeline environment and by the model server (versions) in
 the serving environment, so it imports nothing heavier than slipway.core.storage.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import time
@@ -30,6 +33,7 @@ PUSH_RECORD = "slipway_push.json"  # inside a version folder: what was pushed th
 RETIRED_SUFFIX = ".rejected"
 _VERSION = re.compile(r"^[0-9]{1,18}$")  # TF Serving parses versions as int64
 _MAX_PUSH_ATTEMPTS = 20
+_CLAIM_PREFIX = ".slipway-claim-"  # in a version folder while a push to an object store holds it (_claim_remote)
 _MODEL_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -176,23 +180,49 @@ def _push_local(model_dir: str, base: str, record: dict) -> Push:
 
 
 def _push_remote(model_dir: str, base: str, record: dict) -> Push:
-    """Object stores have no rename: copy every file, the record, and saved_model.pb last."""
+    """Object stores have no rename: claim a version folder (_claim_remote), then copy every file into it, the
+    record, and saved_model.pb last."""
     storage.ensure_filesystems(base)
     gfile = storage._gfile()
-    version = _next_version(base)
+    version, claim = _claim_remote(gfile, base)
     target = storage.join(base, str(version))
-    if gfile.exists(target):
-        raise SlipwayError(f"model folder {base}: version {version} appeared while pushing (a concurrent push?)")
     source = Path(model_dir)
     files = sorted(p for p in source.rglob("*") if p.is_file())
-    for path in [p for p in files if p.name != SAVED_MODEL or p.parent != source]:
-        destination = storage.join(target, *path.relative_to(source).parts)
-        gfile.makedirs(destination.rsplit("/", 1)[0])
-        gfile.copy(str(path), destination, overwrite=False)
-    storage.write_text(storage.join(target, PUSH_RECORD),
-                       json.dumps({**record, "version": version}, indent=2, sort_keys=True) + "\n")
-    gfile.copy(str(source / SAVED_MODEL), storage.join(target, SAVED_MODEL), overwrite=False)
+    try:
+        for path in [p for p in files if p.name != SAVED_MODEL or p.parent != source]:
+            destination = storage.join(target, *path.relative_to(source).parts)
+            gfile.makedirs(destination.rsplit("/", 1)[0])
+            gfile.copy(str(path), destination, overwrite=False)
+        storage.write_text(storage.join(target, PUSH_RECORD),
+                           json.dumps({**record, "version": version}, indent=2, sort_keys=True) + "\n")
+        gfile.remove(claim)  # before saved_model.pb: a complete version holds the model and its record only
+        gfile.copy(str(source / SAVED_MODEL), storage.join(target, SAVED_MODEL), overwrite=False)
+    except Exception as exc:
+        if type(exc).__name__ != "AlreadyExistsError":  # TensorFlow's, raised by a copy that will not overwrite
+            raise
+        raise SlipwayError(f"model folder {base}: version {version} was written by another push meanwhile "
+                           f"({' '.join(str(exc).split())[:200]}); nothing was overwritten") from None
     return Push(version, target, created=True)
+
+
+def _claim_remote(gfile, base: str) -> tuple[int, str]:
+    """(a version folder only this push writes into, its claim there). The push leaves a claim of its own in the
+    next free version folder, then lists that folder: alone there, the version is its own; with anything else
+    there (another push's claim or files), it takes its claim back and tries again after a random pause. Two
+    pushes cannot both find themselves alone (each lists after its own write, and a listing sees every write made
+    before it), so at most one goes on; when both step back, the pause parts them."""
+    name = f"{_CLAIM_PREFIX}{uuid.uuid4().hex}"
+    for _ in range(_MAX_PUSH_ATTEMPTS):
+        version = _next_version(base)
+        folder = storage.join(base, str(version))
+        claim = storage.join(folder, name)
+        storage.write_text(claim, "")
+        if [child.rstrip("/") for child in gfile.listdir(folder)] == [name]:
+            return version, claim
+        gfile.remove(claim)
+        time.sleep(random.uniform(0.05, 0.5))
+    raise SlipwayError(f"model folder {base}: could not claim a new version in {_MAX_PUSH_ATTEMPTS} attempts "
+                       "(other pushes kept claiming the same one)")
 
 
 def retire(base: str, version: int, reason: str) -> str:

@@ -115,3 +115,38 @@ def test_push_and_retire_on_an_s3_compatible_server(tmp_path: Path, monkeypatch:
     assert layout.versions(base) == [1]
     assert storage.exists(f"{base}.rejected/2/saved_model.pb")
     assert layout.push(str(_saved_model(tmp_path / "m3", b"three")), base, "sha-3").version == 3
+
+
+def test_concurrent_pushes_to_an_object_store_get_distinct_versions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     loopback_s3_env: dict):
+    """An object store has no rename: pushes that start together each claim a version folder of their own (two
+    tuned KFP runs deploying at the same second once both took one, and the slower failed on the other's file)."""
+    for key, value in loopback_s3_env.items():
+        monkeypatch.setenv(key, value)
+    base = "s3://slipway-test/serving/concurrent"
+    models = [str(_saved_model(tmp_path / f"m{i}", f"model-{i}".encode())) for i in range(4)]
+    start = threading.Barrier(len(models))
+    results: list[layout.Push] = []
+    failures: list[BaseException] = []
+
+    def push(i: int) -> None:
+        start.wait()
+        try:
+            results.append(layout.push(models[i], base, f"sha-{i}"))
+        except BaseException as exc:  # noqa: BLE001  (reported below, with the others)
+            failures.append(exc)
+
+    threads = [threading.Thread(target=push, args=(i,)) for i in range(len(models))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+    assert sorted(r.version for r in results) == [1, 2, 3, 4] and layout.versions(base) == [1, 2, 3, 4]
+    for push_result in results:  # each version holds one model whole: its files and its record agree
+        record = layout.push_record(base, push_result.version)
+        i = int(record["model_sha256"].removeprefix("sha-"))
+        assert storage.read_text(f"{push_result.uri}/saved_model.pb") == f"model-{i}"
+        assert storage.read_text(f"{push_result.uri}/variables/variables.index") == f"index-model-{i}"
+        assert sorted(storage.glob(f"{push_result.uri}/*")) == sorted(
+            f"{push_result.uri}/{n}" for n in ("saved_model.pb", "variables", layout.PUSH_RECORD))
