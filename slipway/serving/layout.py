@@ -182,6 +182,8 @@ def _push_local(model_dir: str, base: str, record: dict) -> Push:
 def _push_remote(model_dir: str, base: str, record: dict) -> Push:
     """Object stores have no rename: claim a version folder (_claim_remote), then copy every file into it, the
     record, and saved_model.pb last."""
+    import tensorflow as tf  # gfile is TensorFlow's: loaded already
+
     storage.ensure_filesystems(base)
     gfile = storage._gfile()
     version, claim = _claim_remote(gfile, base)
@@ -197,9 +199,7 @@ def _push_remote(model_dir: str, base: str, record: dict) -> Push:
                            json.dumps({**record, "version": version}, indent=2, sort_keys=True) + "\n")
         gfile.remove(claim)  # before saved_model.pb: a complete version holds the model and its record only
         gfile.copy(str(source / SAVED_MODEL), storage.join(target, SAVED_MODEL), overwrite=False)
-    except Exception as exc:
-        if type(exc).__name__ != "AlreadyExistsError":  # TensorFlow's, raised by a copy that will not overwrite
-            raise
+    except tf.errors.AlreadyExistsError as exc:  # a copy that will not overwrite: a push that ignored the claims
         raise SlipwayError(f"model folder {base}: version {version} was written by another push meanwhile "
                            f"({' '.join(str(exc).split())[:200]}); nothing was overwritten") from None
     return Push(version, target, created=True)
