@@ -4,7 +4,6 @@ model_error with TensorFlow's message, and every other row is scored in its plac
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet  # noqa: F401  (pipeline.py's writers need it loaded)
 import pytest
 
 tf = pytest.importorskip("tensorflow")
