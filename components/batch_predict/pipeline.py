@@ -140,14 +140,19 @@ class ScoreFiles(beam.DoFn):
 def _with_tensors(typed_chunks: Iterator[tuple[readers.Chunk, rows.Typed]]) -> Iterator[tuple]:
     """Each chunk with its typed rows as the model's input tensors, made where the chunk is read (read_ahead's
     thread): converting the arrays is a fifth of the model's own time, taken off the thread that calls it."""
-    import tensorflow as tf
-
     for chunk, typed in typed_chunks:
         try:
-            tensors = {name: tf.constant(values) for name, values in typed.inputs.items()}
+            tensors = _as_tensors(typed.inputs)
         except (ValueError, TypeError):  # left to _answers, which finds the rows that cannot be converted
             tensors = None
         yield chunk, typed, tensors
+
+
+def _as_tensors(inputs: dict[str, np.ndarray]) -> dict:
+    """The rows' inputs as the model's input tensors."""
+    import tensorflow as tf
+
+    return {name: tf.constant(values) for name, values in inputs.items()}
 
 
 def score_batches(model_fn, plan: dict, source: dict, chunk: readers.Chunk, typed: rows.Typed,
@@ -190,8 +195,7 @@ def _answers(model_fn, inputs: dict[str, np.ndarray],
 
     count = len(next(iter(inputs.values())))
     try:
-        tensors = tensors if tensors is not None else {n: tf.constant(v) for n, v in inputs.items()}
-        return np.asarray(model_fn(**tensors)["outputs"]), {}
+        return np.asarray(model_fn(**(tensors if tensors is not None else _as_tensors(inputs)))["outputs"]), {}
     except (tf.errors.InvalidArgumentError, ValueError, TypeError) as exc:
         if count == 1:
             return None, {0: _model_message(exc)}

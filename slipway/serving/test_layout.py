@@ -52,16 +52,32 @@ def test_pushing_the_same_model_again_returns_its_version(tmp_path: Path):
     assert layout.versions(base) == [1]
 
 
-def test_concurrent_pushes_get_distinct_versions(tmp_path: Path):
-    base = str(tmp_path / "taxi")
-    models = [str(_saved_model(tmp_path / f"m{i}", f"model-{i}".encode())) for i in range(6)]
+def _push_at_once(models: list[str], base: str) -> list[layout.Push]:
+    """Each model pushed to base from a thread of its own, all released together; every push must succeed."""
+    start = threading.Barrier(len(models))
     results: list[layout.Push] = []
-    threads = [threading.Thread(target=lambda m=m, i=i: results.append(layout.push(m, base, f"sha-{i}")))
-               for i, m in enumerate(models)]
+    failures: list[BaseException] = []
+
+    def push(i: int) -> None:
+        start.wait()
+        try:
+            results.append(layout.push(models[i], base, f"sha-{i}"))
+        except BaseException as exc:  # noqa: BLE001  (reported below, with the others)
+            failures.append(exc)
+
+    threads = [threading.Thread(target=push, args=(i,)) for i in range(len(models))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    assert not failures, failures
+    return results
+
+
+def test_concurrent_pushes_get_distinct_versions(tmp_path: Path):
+    base = str(tmp_path / "taxi")
+    models = [str(_saved_model(tmp_path / f"m{i}", f"model-{i}".encode())) for i in range(6)]
+    results = _push_at_once(models, base)
     assert sorted(r.version for r in results) == [1, 2, 3, 4, 5, 6]
     contents = {Path(base, str(v), "saved_model.pb").read_bytes() for v in range(1, 7)}
     assert contents == {f"model-{i}".encode() for i in range(6)}  # every model landed whole, none overwritten
@@ -125,23 +141,7 @@ def test_concurrent_pushes_to_an_object_store_get_distinct_versions(tmp_path: Pa
         monkeypatch.setenv(key, value)
     base = "s3://slipway-test/serving/concurrent"
     models = [str(_saved_model(tmp_path / f"m{i}", f"model-{i}".encode())) for i in range(4)]
-    start = threading.Barrier(len(models))
-    results: list[layout.Push] = []
-    failures: list[BaseException] = []
-
-    def push(i: int) -> None:
-        start.wait()
-        try:
-            results.append(layout.push(models[i], base, f"sha-{i}"))
-        except BaseException as exc:  # noqa: BLE001  (reported below, with the others)
-            failures.append(exc)
-
-    threads = [threading.Thread(target=push, args=(i,)) for i in range(len(models))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures, failures
+    results = _push_at_once(models, base)
     assert sorted(r.version for r in results) == [1, 2, 3, 4] and layout.versions(base) == [1, 2, 3, 4]
     for push_result in results:  # each version holds one model whole: its files and its record agree
         record = layout.push_record(base, push_result.version)
