@@ -407,3 +407,18 @@ def test_the_settings_are_the_json_given_else_the_modules_else_none(tmp_path):
     assert settings_of("", "") == {}
     with pytest.raises(SlipwayError, match=r"^settings: not valid JSON \(Expecting value at position 0\)$"):
         settings_of("thresholds", "")
+
+
+def test_a_batch_tensorflow_formats_while_tfma_runs_is_summarized():
+    """TFMA calls the serving signature by position; TensorFlow formats the whole batch into the message of the
+    keyword binding it tries first (tfma_run._short_array_reprs)."""
+    import tensorflow as tf
+
+    from components.evaluate import tfma_run
+    from slipway.core import beam as beam_options
+
+    batch = tf.constant([b"x" * 300] * beam_options.RECORD_BATCH_SIZE)
+    assert len(repr(batch)) > 300 * beam_options.RECORD_BATCH_SIZE  # numpy's default: every value
+    with tfma_run._short_array_reprs():
+        assert len(repr(batch)) < 3000
+    assert len(repr(batch)) > 300 * beam_options.RECORD_BATCH_SIZE

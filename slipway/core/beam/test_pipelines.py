@@ -1,15 +1,27 @@
 """pipelines.remember_what_beam_rereads: Beam gets what it read before for every kind of callable, reads a function's
 signature once, forgets a function that is gone; a DoFn's specs are read once per DoFn object, and an options view
 once per options object and class, sharing the options' values as Beam's own views do; a pipeline with a stateful
-DoFn (which Beam finds through these reads) still runs as one."""
+DoFn (which Beam finds through these reads) still runs as one; a pickled function's submodules and the state cache's
+sizes are what Beam's own code finds, as modules are imported and removed."""
 
+import concurrent.futures
+import email.mime.text
 import functools
 import gc
+import importlib
 import inspect
+import json
+import os
+import sys
+import xml.etree.ElementTree
 
 import apache_beam as beam
+import numpy as np
 import pytest
+from apache_beam.internal import pickler
+from apache_beam.internal.cloudpickle import cloudpickle
 from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions, SetupOptions, StandardOptions
+from apache_beam.runners.worker import statecache
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 from apache_beam.transforms.userstate import BagStateSpec, is_stateful_dofn
@@ -37,6 +49,8 @@ def remembered():
     assert not hasattr(core.get_function_args_defaults.__wrapped__, "__wrapped__")
     assert not hasattr(userstate.get_dofn_specs.__wrapped__, "__wrapped__")
     assert not hasattr(PipelineOptions.view_as.__wrapped__, "__wrapped__")
+    assert not hasattr(cloudpickle._find_imported_submodules.__wrapped__, "__wrapped__")
+    assert not hasattr(statecache.get_deep_size.__wrapped__, "__wrapped__")
 
 
 @pytest.mark.parametrize("callable_", [_plain, lambda x, y=1: x, _Keeps().process, _Keeps.process, len, str.upper,
@@ -133,3 +147,49 @@ def test_an_options_view_is_made_once_and_shares_the_options_values():
     assert options.view_as(DebugOptions).experiments == ["a", "b"] == PipelineOptions.view_as.__wrapped__(
         options, DebugOptions).experiments
     assert options.view_as(StandardOptions).view_as(DebugOptions).experiments == ["a", "b"]
+
+
+def _uses_submodules():
+    return concurrent.futures.ThreadPoolExecutor, xml.etree.ElementTree.fromstring, email.mime.text.MIMEText
+
+
+def _uses_no_module(x):
+    return x + 1
+
+
+def test_a_functions_submodules_are_those_cloudpickle_itself_finds_in_its_order():
+    original = cloudpickle._find_imported_submodules.__wrapped__
+    for function, packages in [(_uses_submodules, [concurrent, xml, email, os]), (_uses_no_module, []),
+                               (_uses_submodules, [json])]:
+        expected = original(function.__code__, packages)
+        assert cloudpickle._find_imported_submodules(function.__code__, packages) == expected
+    assert [m.__name__ for m in cloudpickle._find_imported_submodules(_uses_submodules.__code__, [xml, email])] == [
+        m.__name__ for m in original(_uses_submodules.__code__, [xml, email])] != []
+
+
+def test_a_submodule_imported_or_removed_after_a_lookup_is_seen(monkeypatch):
+    def uses_parsers():
+        return xml.parsers.expat.ParserCreate
+
+    found = lambda: [m.__name__ for m in cloudpickle._find_imported_submodules(uses_parsers.__code__, [xml])]  # noqa: E731
+    monkeypatch.delitem(sys.modules, "xml.parsers.expat", raising=False)
+    monkeypatch.delitem(sys.modules, "xml.parsers", raising=False)
+    assert found() == []
+    importlib.import_module("xml.parsers.expat")
+    assert found() == ["xml.parsers", "xml.parsers.expat"] == [
+        m.__name__ for m in cloudpickle._find_imported_submodules.__wrapped__(uses_parsers.__code__, [xml])]
+    monkeypatch.delitem(sys.modules, "xml.parsers.expat")
+    assert found() == ["xml.parsers"]
+
+
+def test_a_function_pickled_by_value_still_loads_with_its_submodules():
+    loaded = pickler.loads(pickler.dumps(lambda: _uses_submodules()[0].__name__))
+    assert loaded() == "ThreadPoolExecutor"
+
+
+def test_the_state_caches_sizes_are_beams_own():
+    values = [[{"a": np.arange(1000), "b": "x" * 500}] * 3, (1, 2.5, None, b"bytes"), np.zeros((50, 50)),
+              {"module": json, "function": json.dumps, "globals": vars(json)}, _Keeps()]
+    for value in values:
+        assert statecache.get_deep_size(value) == statecache.get_deep_size.__wrapped__(value) > 0
+    assert statecache.get_deep_size(*values) == statecache.get_deep_size.__wrapped__(*values)
