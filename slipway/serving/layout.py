@@ -200,6 +200,8 @@ def _push_remote(model_dir: str, base: str, record: dict) -> Push:
         gfile.remove(claim)  # before saved_model.pb: a complete version holds the model and its record only
         gfile.copy(str(source / SAVED_MODEL), storage.join(target, SAVED_MODEL), overwrite=False)
     except tf.errors.AlreadyExistsError as exc:  # a copy that will not overwrite: a push that ignored the claims
+        with contextlib.suppress(tf.errors.NotFoundError):
+            gfile.remove(claim)  # the folder is the other push's now
         raise SlipwayError(f"model folder {base}: version {version} was written by another push meanwhile "
                            f"({' '.join(str(exc).split())[:200]}); nothing was overwritten") from None
     return Push(version, target, created=True)

@@ -150,3 +150,29 @@ def test_concurrent_pushes_to_an_object_store_get_distinct_versions(tmp_path: Pa
         assert storage.read_text(f"{push_result.uri}/variables/variables.index") == f"index-model-{i}"
         assert sorted(storage.glob(f"{push_result.uri}/*")) == sorted(
             f"{push_result.uri}/{n}" for n in ("saved_model.pb", "variables", layout.PUSH_RECORD))
+
+
+def test_a_push_that_meets_files_it_did_not_claim_stops_in_one_line_and_overwrites_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, loopback_s3_env: dict):
+    """A push that ignores the claims (an older Slipway writing to the same base) writes into the version folder
+    this push claimed: this push stops at the first file it would overwrite, names the base and the version, and
+    takes its claim back; the other push's file is left as it was."""
+    for key, value in loopback_s3_env.items():
+        monkeypatch.setenv(key, value)
+    base = "s3://slipway-test/serving/unclaimed"
+    claim = layout._claim_remote
+
+    def claimed_then_written_by_another(gfile, base_uri):
+        version, claim_file = claim(gfile, base_uri)
+        storage.write_text(f"{base_uri}/{version}/variables/variables.index", "the other push's")
+        return version, claim_file
+
+    monkeypatch.setattr(layout, "_claim_remote", claimed_then_written_by_another)
+    with pytest.raises(SlipwayError) as failed:
+        layout.push(str(_saved_model(tmp_path / "m1", b"one")), base, "sha-1")
+    message = str(failed.value)
+    assert message.startswith(f"model folder {base}: version 1 was written by another push meanwhile (")
+    assert message.endswith("nothing was overwritten") and "\n" not in message
+    assert storage.read_text(f"{base}/1/variables/variables.index") == "the other push's"
+    assert not storage.exists(f"{base}/1/saved_model.pb") and layout.versions(base) == []
+    assert not [f for f in storage.glob(f"{base}/1/*") if f.rsplit("/", 1)[-1].startswith(layout._CLAIM_PREFIX)]
