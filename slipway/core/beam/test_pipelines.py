@@ -171,7 +171,9 @@ def test_a_submodule_imported_or_removed_after_a_lookup_is_seen(monkeypatch):
     def uses_parsers():
         return xml.parsers.expat.ParserCreate
 
-    found = lambda: [m.__name__ for m in cloudpickle._find_imported_submodules(uses_parsers.__code__, [xml])]  # noqa: E731
+    def found() -> list[str]:
+        return [m.__name__ for m in cloudpickle._find_imported_submodules(uses_parsers.__code__, [xml])]
+
     monkeypatch.delitem(sys.modules, "xml.parsers.expat", raising=False)
     monkeypatch.delitem(sys.modules, "xml.parsers", raising=False)
     assert found() == []
