@@ -126,9 +126,10 @@ class _LoadedModules:
     """What is derived from the loaded modules, made again when sys.modules changes. A change is told by its length
     and its last entry (an import adds at the end): checking each module on every call would cost as much as what it
     saves, as Beam asks thousands of times (a taxi transform). A submodule removed since is left out as cloudpickle
-    leaves it out."""
+    leaves it out. One lock: a multi-threaded runner's workers pickle and cache from several threads."""
 
     def __init__(self) -> None:
+        self.lock = threading.Lock()
         self.seen: tuple = ()
         self.names: tuple = ()
         # package name + "." -> {first name under it: [(position in sys.modules, submodule's name, its path's names)]}
@@ -144,21 +145,23 @@ class _LoadedModules:
 
     def submodules(self, prefix: str) -> dict[str, list[tuple[int, str, frozenset[str]]]]:
         """The loaded submodules under a package (prefix: its name and "."), by the first name of their path."""
-        self._current()
-        found = self.under.get(prefix)
-        if found is None:
-            found = self.under[prefix] = {}
-            for position, name in enumerate(self.names):
-                if name is not None and name.startswith(prefix):
-                    path = name[len(prefix):].split(".")
-                    found.setdefault(path[0], []).append((position, name, frozenset(path)))
-        return found
+        with self.lock:
+            self._current()
+            found = self.under.get(prefix)
+            if found is None:
+                found = self.under[prefix] = {}
+                for position, name in enumerate(self.names):
+                    if name is not None and name.startswith(prefix):
+                        path = name[len(prefix):].split(".")
+                        found.setdefault(path[0], []).append((position, name, frozenset(path)))
+            return found
 
     def globals_ids(self) -> frozenset[int]:
-        self._current()
-        if self.globals is None:
-            self.globals = frozenset(id(vars(m)) for m in list(sys.modules.values()) if hasattr(m, "__dict__"))
-        return self.globals
+        with self.lock:
+            self._current()
+            if self.globals is None:
+                self.globals = frozenset(id(vars(m)) for m in list(sys.modules.values()) if hasattr(m, "__dict__"))
+            return self.globals
 
 
 _loaded = _LoadedModules()
