@@ -129,7 +129,7 @@ class _LoadedModules:
     leaves it out. One lock: a multi-threaded runner's workers pickle and cache from several threads."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # re-entered only if a module imported while sizing pickles: never blocks itself
         self.seen: tuple = ()
         self.names: tuple = ()
         # package name + "." -> {first name under it: [(position in sys.modules, submodule's name, its path's names)]}
