@@ -172,10 +172,10 @@ def _remembering_submodules(find: Callable) -> Callable:
     uses, not scanned: the same submodules (those whose every path name the code uses), in the same order."""
 
     def _find_imported_submodules(code, top_level_dependencies):
-        subimports = []
+        subimports, names = [], set(code.co_names)
         for dependency in top_level_dependencies:
             if isinstance(dependency, types.ModuleType) and getattr(dependency, "__package__", None):
-                names, by_first = set(code.co_names), _loaded.submodules(dependency.__name__ + ".")
+                by_first = _loaded.submodules(dependency.__name__ + ".")
                 used = sorted(entry for first in names.intersection(by_first) for entry in by_first[first]
                               if entry[2] <= names)
                 subimports += [module for module in (sys.modules.get(name) for _, name, _ in used)
