@@ -52,9 +52,13 @@ def mlflow_server(folder: str | os.PathLike) -> Iterator[str]:
     command = [mlflow_executable(), "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
                "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
                "--artifacts-destination", str(folder / "artifacts")]
+    # Without MLflow's job runner: it starts eight huey consumers, each importing mlflow (about 10 CPU seconds
+    # apiece, 80 a start on two cores shared with the cluster lane), for jobs (trace rollups, prompt optimization)
+    # that neither Slipway's store nor these tests ask for.
+    environment = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     with open(folder / "server.log", "wb") as log:
-        # a session of its own: the server starts uvicorn and a job runner, which stop with it (killpg)
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder,
+        # a session of its own: the server starts uvicorn, which stops with it (killpg)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder, env=environment,
                                    start_new_session=True, preexec_fn=die_with_parent)
     try:
         _wait_until_up(f"http://127.0.0.1:{port}", process, folder / "server.log")
