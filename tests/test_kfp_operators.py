@@ -55,45 +55,54 @@ DIGITS_PARAMS = {
 
 
 class MpiWatch:
-    """What the MPI Operator made while a run went on, read every second from the API server: the MPIJobs, their
-    pods (role, image, phase) and the hostfile of each job's ConfigMap (gone once the MPIJob is deleted)."""
+    """What the MPI Operator made while a run went on, streamed from the API server's watches (KubectlStream): the
+    MPIJobs and every (type, status) their conditions showed, their pods (role, image, phase), the hostfile of each
+    job's ConfigMap (gone once the MPIJob is deleted), and each launcher pod's log, followed from its start (the pod
+    may be gone at the end). A poll of three lists and the logs every second cost a third of a core of kubectl and
+    API-server work for the whole of each test, on two cores shared with the runs it watched."""
 
     def __init__(self, kfp: Kfp):
-        self.kfp, self.jobs, self.pods, self.hostfiles = kfp, {}, {}, {}
-        self.logs: dict[str, str] = {}  # each launcher pod's log, as last read (the pod may be gone at the end)
+        self.kfp = kfp
         self.conditions: dict[str, set[tuple[str, str]]] = {}  # every (type, status) a job's conditions showed
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.hostfiles: dict[str, str] = {}
+        self.logs: dict[str, str] = {}  # each launcher pod's log so far
+        self.streams: dict[str, KubectlStream] = {}
+        self._followed: dict[str, LogFollower] = {}
 
     def __enter__(self) -> MpiWatch:
-        self.thread.start()
+        self.streams["mpijobs"] = KubectlStream(self.kfp, "mpijobs", on_object=self._job_seen)
+        self.streams["pods"] = KubectlStream(self.kfp, "pods", "-l", JOB_ROLE_LABEL, on_object=self._pod_seen)
+        self.streams["configmaps"] = KubectlStream(self.kfp, "configmaps", on_object=self._config_seen)
         return self
 
     def __exit__(self, *failure) -> None:
-        self.stopping.set()
-        self.thread.join(timeout=30)
+        for stream in self.streams.values():
+            stream.stop()
+        for follower in list(self._followed.values()):
+            follower.stop()
 
-    def _get(self, *what: str) -> list[dict]:
-        done = self.kfp.kubectl_run("-n", NAMESPACE, "get", *what, "-o", "json", timeout=60)
-        return json.loads(done.stdout)["items"] if done.returncode == 0 else []
+    @property
+    def jobs(self) -> dict[str, dict]:
+        return self.streams["mpijobs"].seen
 
-    def _watch(self) -> None:
-        while not self.stopping.wait(1):
-            for job in self._get("mpijobs"):
-                self.jobs[job["metadata"]["name"]] = job
-                self.conditions.setdefault(job["metadata"]["name"], set()).update(
-                    (c["type"], c["status"]) for c in job.get("status", {}).get("conditions", []))
-            for pod in self._get("pods", "-l", JOB_ROLE_LABEL):
-                name = pod["metadata"]["name"]
-                self.pods[name] = pod
-                if pod["metadata"]["labels"][JOB_ROLE_LABEL] == "launcher" and pod["status"].get("phase") in (
-                        "Running", "Failed", "Succeeded"):
-                    logs = self.kfp.kubectl_run("-n", NAMESPACE, "logs", name, timeout=60).stdout
-                    self.logs[name] = logs or self.logs.get(name, "")
-            for config in self._get("configmaps"):
-                owners = [o["name"] for o in config["metadata"].get("ownerReferences", []) if o["kind"] == "MPIJob"]
-                if owners and "hostfile" in config.get("data", {}):
-                    self.hostfiles[owners[0]] = config["data"]["hostfile"]
+    @property
+    def pods(self) -> dict[str, dict]:
+        return self.streams["pods"].seen
+
+    def _job_seen(self, job: dict) -> None:
+        self.conditions.setdefault(job["metadata"]["name"], set()).update(
+            (c["type"], c["status"]) for c in job.get("status", {}).get("conditions", []))
+
+    def _pod_seen(self, pod: dict) -> None:
+        name = pod["metadata"]["name"]
+        if pod["metadata"]["labels"][JOB_ROLE_LABEL] == "launcher" and name not in self._followed and \
+                pod["status"].get("phase") in ("Running", "Failed", "Succeeded"):
+            self._followed[name] = LogFollower(self.kfp, name, self.logs)
+
+    def _config_seen(self, config: dict) -> None:
+        owners = [o["name"] for o in config["metadata"].get("ownerReferences", []) if o["kind"] == "MPIJob"]
+        if owners and "hostfile" in config.get("data", {}):
+            self.hostfiles[owners[0]] = config["data"]["hostfile"]
 
     def roles(self, job: str) -> dict[str, list[dict]]:
         found: dict[str, list[dict]] = {}
@@ -277,13 +286,15 @@ TUNED_PARAMS = {**TAXI_PARAMS, "backend": "kubernetes", "cluster": json.dumps({*
 
 class KubectlStream:
     """Every version of one kind's objects as the API server's watch delivers them (kubectl get --watch), kept by
-    name: unlike a poll, it cannot miss the last state of an object the launcher deletes right after reading it."""
+    name: unlike a poll, it cannot miss the last state of an object the launcher deletes right after reading it.
+    selector: kubectl's own (e.g. "-l", LABEL); on_object: called with each version, in the reading thread."""
 
-    def __init__(self, kfp: Kfp, kind: str):
+    def __init__(self, kfp: Kfp, kind: str, *selector: str, on_object=None):
         self.seen: dict[str, dict] = {}
+        self.on_object = on_object
         self.process = subprocess.Popen(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", NAMESPACE, "get", kind,
-                                         "--watch", "-o", "json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                        text=True)
+                                         *selector, "--watch", "-o", "json"], stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -295,6 +306,29 @@ class KubectlStream:
                 item, end = decoder.raw_decode(buffer.strip())
                 self.seen[item["metadata"]["name"]] = item
                 buffer = buffer.strip()[end:]
+                if self.on_object is not None:
+                    self.on_object(item)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        self.thread.join(timeout=30)
+
+
+class LogFollower:
+    """One pod's log as it is written (kubectl logs --follow), kept in logs[pod]; it ends with the container."""
+
+    def __init__(self, kfp: Kfp, pod: str, logs: dict[str, str]):
+        self.pod, self.logs = pod, logs
+        self.process = subprocess.Popen(["kubectl", "--kubeconfig", kfp.kubeconfig, "-n", NAMESPACE, "logs",
+                                         "--follow", pod], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            self.logs[self.pod] = self.logs.get(self.pod, "") + line
 
     def stop(self) -> None:
         self.process.terminate()
@@ -304,24 +338,23 @@ class KubectlStream:
 
 class KatibWatch(MpiWatch):
     """MpiWatch plus Katib's objects: the Experiments and their Trials (streamed, so their final states are kept
-    though the launcher deletes them once finished), the trials' pods, and what Katib's database holds for each
-    trial (deleted with the trial), read every second."""
+    though the launcher deletes them once finished), the trials' pods, and what Katib's database held for each
+    trial (deleted with the trial: keep_katib_observations copies every row as it is written, read at the end)."""
 
     def __init__(self, kfp: Kfp):
         super().__init__(kfp)
-        self.trial_pods: dict[str, dict] = {}
         self.observations: dict[str, dict[str, list[float]]] = {}
-        self.streams: dict[str, KubectlStream] = {}
 
     def __enter__(self) -> KatibWatch:
-        self.streams = {kind: KubectlStream(self.kfp, kind) for kind in ("experiments", "trials")}
         keep_katib_observations(self.kfp)
-        return super().__enter__()
+        super().__enter__()
+        for kind in ("experiments", "trials"):
+            self.streams[kind] = KubectlStream(self.kfp, kind)
+        self.streams["trial pods"] = KubectlStream(self.kfp, "pods", "-l", TRIAL_LABEL)
+        return self
 
     def __exit__(self, *failure) -> None:
         super().__exit__(*failure)
-        for stream in self.streams.values():
-            stream.stop()
         self.observations.update(katib_observations(self.kfp))
         katib_sql(self.kfp, DROP_KEPT_OBSERVATIONS)
 
@@ -333,13 +366,9 @@ class KatibWatch(MpiWatch):
     def trials(self) -> dict[str, dict]:
         return self.streams["trials"].seen
 
-    def _watch(self) -> None:
-        while not self.stopping.wait(1):
-            for pod in self._get("pods", "-l", TRIAL_LABEL):
-                self.trial_pods[pod["metadata"]["name"]] = pod
-            for job in self._get("mpijobs"):
-                self.jobs[job["metadata"]["name"]] = job
-            self.observations.update(katib_observations(self.kfp))
+    @property
+    def trial_pods(self) -> dict[str, dict]:
+        return self.streams["trial pods"].seen
 
 
 @pytest.fixture(scope="session")
