@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from slipway.components.evaluate.tfma_config import BASELINE, CANDIDATE
 from slipway.core import beam as beam_options
 from slipway.core import storage
+from slipway.core.beam import storage as beam_storage
 from slipway.core.beam.examples import record_batches
 from slipway.core.beam.pipelines import new_pipeline
 from slipway.core.errors import SlipwayError
@@ -50,8 +51,9 @@ def run_tfma(eval_config: tfma.EvalConfig, model_dir: str, baseline_model_dir: s
                      eval_config=eval_config, eval_shared_model=shared, output_path=str(output_dir),
                      display_only_data_location=pattern, display_only_file_format="tfrecords"))
     except Exception as exc:  # TFMA/Beam wrap model errors in long traces: give one line that names the input
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SlipwayError(f"model {model_name}: TFMA evaluation on {pattern} failed: {first[:500]}") from exc
+        # (a remote runner's lost job service is a gRPC error whose first line says nothing: its code and details)
+        raise SlipwayError(f"model {model_name}: TFMA evaluation on {pattern} failed: "
+                           f"{beam_storage.failure_reason(exc)}") from exc
 
 
 def _short_array_reprs():

@@ -162,12 +162,19 @@ def runner_failures(choice: beam.BeamChoice, what: str) -> Iterator[None]:
     except Exception as exc:
         if choice.is_direct:
             raise
-        raise SlipwayError(f"{what}: Beam {choice.runner} failed: {_reason(exc)}") from exc
+        raise SlipwayError(f"{what}: Beam {choice.runner} failed: {failure_reason(exc)}") from exc
 
 
-def _reason(exc: BaseException) -> str:
+def failure_reason(exc: BaseException) -> str:
     """The runner's own words: the first line of the error that says something, cut to 500 characters. A gRPC
-    error is the job service gone (the runner's client talks to nothing else), whose first line says nothing."""
+    error is the job service gone (the runner's client talks to nothing else), whose first line says nothing.
+
+    Args:
+        exc: what the pipeline raised.
+
+    Returns:
+        One line.
+    """
     code, details = getattr(exc, "code", None), getattr(exc, "details", None)
     if callable(code) and callable(details):
         return f"lost the job service ({getattr(code(), 'name', code())}: {details()})"

@@ -109,6 +109,26 @@ def test_runner_failures_are_one_line_for_remote_runners_only():
         raise ValueError("a bug in the module")
 
 
+def test_a_lost_job_service_is_named_by_its_grpc_code_not_its_empty_first_line():
+    """A real streaming call to a loopback port nothing listens on: the error Beam's client raises when the job
+    service goes (a _MultiThreadedRendezvous, whose first line is "<_MultiThreadedRendezvous of RPC that terminated
+    with:"), as one line with gRPC's code and details."""
+    import socket
+
+    import grpc
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stream = channel.unary_stream("/org.apache.beam.JobService/GetMessageStream")(b"", timeout=10)
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stream)
+    assert str(caught.value).splitlines()[0].startswith("<_MultiThreadedRendezvous")
+    reason = beam_storage.failure_reason(caught.value)
+    assert reason.startswith("lost the job service (UNAVAILABLE: ") and "\n" not in reason, reason
+
+
 def test_the_worker_maps_the_object_store_settings_for_boto3():
     environ = {"S3_ENDPOINT": "http://127.0.0.1:9000", "AWS_REGION": "us-east-1"}
     beam_worker.prepare(environ)
