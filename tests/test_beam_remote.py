@@ -286,7 +286,7 @@ def test_slipway_run_hands_the_beam_steps_to_the_remote_runner(world, tmp_path):
                            "--beam-pipeline-args", shlex.join(world["args"])],
                           capture_output=True, text=True, timeout=900, env={**os.environ, **world["env"]})
     summary = json.loads((workdir / "summary.json").read_text())
-    assert done.returncode == 0, summary.get("error") or done.stderr[-2000:]
+    assert done.returncode == 0, _failed_steps_logs(summary) or done.stderr[-2000:]
     assert summary["status"] == "succeeded" and summary["blessed"] is True
     for step in ("validate", "transform", "evaluate"):
         assert f"{step} " in done.stdout
@@ -294,6 +294,17 @@ def test_slipway_run_hands_the_beam_steps_to_the_remote_runner(world, tmp_path):
     validate_log = Path(summary["steps"]["validate"]["log"]).read_text()
     assert "validate copied " in validate_log  # a local run's inputs go to the object store for the workers
     assert _bucket_keys(world["env"], "beam-tmp/") == []
+
+
+def _failed_steps_logs(summary: dict) -> str:
+    """The run's error and the end of each failed step's log (the one-line error names the runner's reason; the
+    log holds the runner's own messages before it)."""
+    parts = [summary.get("error") or ""]
+    for name, step in summary.get("steps", {}).items():
+        log = Path(step["log"]) if step.get("log") else None
+        if step.get("status") == "failed" and log and log.exists():
+            parts.append(f"--- {name}'s log, its end:\n{log.read_text()[-4000:]}")
+    return "\n".join(part for part in parts if part)
 
 
 def test_the_runner_lost_during_transform_fails_the_step_in_one_line_and_leaves_nothing(world, transformed):
