@@ -22,6 +22,7 @@ from slipway.core import lifecycle
 
 ROOT = Path(__file__).resolve().parents[1]
 PRISM_BUILD = ROOT / ".ci" / "prism" / "build"
+JOB_SERVER_TIMEOUT_S = 180  # Beam's --job_server_timeout for the tier's steps (the runner's own default: 60)
 
 
 def in_private_network() -> bool:
@@ -103,8 +104,11 @@ def remote_beam(folder: Path, hidden: Sequence[Path], env: dict[str, str], temp_
                                     env={**os.environ, **env})
         started.append(pool)
         _wait_listening(host, pool_port, pool, pool_log)
+        # The job service's answers get 180 s, not Beam's 60: CI runs this tier beside two others on 2 cores, and
+        # a CI of dce3f40 lost three steps to DEADLINE_EXCEEDED from a Prism that was only slow.
         args = ["--runner=PortableRunner", f"--job_endpoint={host}:{job_port}", "--environment_type=EXTERNAL",
-                f"--environment_config=localhost:{pool_port}", f"--temp_location={temp_location}"]
+                f"--environment_config=localhost:{pool_port}", f"--temp_location={temp_location}",
+                f"--job_server_timeout={JOB_SERVER_TIMEOUT_S}"]
         if netns:  # Prism names its artifact service localhost: right for itself, not for a step elsewhere
             args.insert(2, f"--artifact_endpoint={host}:{job_port}")
         yield {"args": args, "pool": pool, "prism": prism, "logs": [log, pool_log]}

@@ -337,7 +337,9 @@ def test_the_runner_lost_during_transform_fails_the_step_in_one_line_and_leaves_
         with pytest.raises(SlipwayError) as failure:
             transform.run(examples_dir=str(root / "examples"), schema_dir=str(root / "schema"),
                           module_file=str(taxi_module()), transform_graph_dir=str(root / "graph-killed"),
-                          transformed_examples_dir=str(root / "transformed-killed"), beam_pipeline_args=world["args"])
+                          transformed_examples_dir=str(root / "transformed-killed"),
+                          # Beam's own 60 s: the step's next pipeline waits that long for the killed job service
+                          beam_pipeline_args=[*world["args"], "--job_server_timeout=60"])
     finally:
         stop.set()
         killer.join()

@@ -178,10 +178,21 @@ def failure_reason(exc: BaseException) -> str:
     code, details = getattr(exc, "code", None), getattr(exc, "details", None)
     if callable(code) and callable(details):
         return f"lost the job service ({getattr(code(), 'name', code())}: {details()})"
+    if _is_connect_timeout(exc):  # a later pipeline of the step found no job service: its str() is empty
+        return "lost the job service (no connection within --job_server_timeout)"
     for line in str(exc).splitlines():
         if line.strip():
             return " ".join(line.split())[:500]
     return type(exc).__name__
+
+
+def _is_connect_timeout(exc: BaseException) -> bool:
+    """Whether exc is gRPC's wait for a channel ending unanswered (Beam's client waits so for the job service)."""
+    try:
+        import grpc
+    except ImportError:  # no gRPC, no job service
+        return False
+    return isinstance(exc, grpc.FutureTimeoutError)
 
 
 def open_read(path: str | os.PathLike):

@@ -179,3 +179,20 @@ def test_open_read_reads_local_paths_and_object_store_uris_alike(tmp_path, loopb
         with beam_storage.open_read("s3://slipway-test/open-read/rows.parquet") as f:  # seeks to the footer first
             parquet = pq.ParquetFile(f)
             assert parquet.num_row_groups == 5 and parquet.read_row_group(4).column("a")[-1].as_py() == 4999
+
+def test_a_job_service_that_never_answers_a_connection_is_named_as_lost():
+    """Beam's client waits for a channel to the job service (grpc.channel_ready_future, --job_server_timeout): on a
+    loopback port nothing listens on, the wait ends in a FutureTimeoutError whose str() is empty (the CI of
+    dce3f40 printed "failed: FutureTimeoutError")."""
+    import socket
+
+    import grpc
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel, pytest.raises(grpc.FutureTimeoutError) as caught:
+        grpc.channel_ready_future(channel).result(timeout=1)
+    assert not str(caught.value).strip()
+    assert beam_storage.failure_reason(caught.value) == \
+        "lost the job service (no connection within --job_server_timeout)"
