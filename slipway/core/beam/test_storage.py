@@ -180,6 +180,7 @@ def test_open_read_reads_local_paths_and_object_store_uris_alike(tmp_path, loopb
             parquet = pq.ParquetFile(f)
             assert parquet.num_row_groups == 5 and parquet.read_row_group(4).column("a")[-1].as_py() == 4999
 
+
 def test_a_job_service_that_never_answers_a_connection_is_named_as_lost():
     """Beam's client waits for a channel to the job service (grpc.channel_ready_future, --job_server_timeout): on a
     loopback port nothing listens on, the wait ends in a FutureTimeoutError whose str() is empty (the CI of
