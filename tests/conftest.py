@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from pathlib import Path
@@ -90,6 +91,23 @@ def pytest_collection_modifyitems(config, items):
                                  item.path.name == "test_kfp_kserve.py"))
 
 
+# The session's kube-apiserver and etcd stop after the last test that uses them, not at the session's end: the tiers
+# after theirs (the single-node cluster's, on the same two cores) would share the CPU with an idle server for an hour.
+LAST_APISERVER_TEST = pytest.StashKey[str | None]()
+APISERVER_STOPS = contextlib.ExitStack()
+
+
+def pytest_collection_finish(session):  # the items as they will run: sorted, -m and -k applied
+    users = [item for item in session.items if "apiserver" in item.fixturenames]
+    session.config.stash[LAST_APISERVER_TEST] = users[-1].nodeid if users else None
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures, which may still talk to the server, are torn down
+def pytest_runtest_teardown(item, nextitem):
+    if item.nodeid == item.config.stash.get(LAST_APISERVER_TEST, None):
+        APISERVER_STOPS.close()
+
+
 @pytest.fixture(scope="session")
 def apiserver():
     """A real kube-apiserver v1.32 + etcd on 127.0.0.1 for the session (tests.support.kube_apiserver; the binaries
@@ -100,7 +118,8 @@ def apiserver():
     from tests.support import kube_apiserver
 
     crds = [upstream.path(name) for name in APISERVER_CRDS.values()]
-    with kube_apiserver.running() as server:
+    with APISERVER_STOPS:  # closed by pytest_runtest_teardown after the last test that uses the server
+        server = APISERVER_STOPS.enter_context(kube_apiserver.running())
         # create, not apply: apply's last-applied annotation would exceed the annotation size limit (MPIJob CRD)
         server.kubectl("create", *(arg for path in crds for arg in ("-f", str(path))))
         server.wait_established(*APISERVER_CRDS, timeout=60)  # kubectl wait --for condition=established, retried
