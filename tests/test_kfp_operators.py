@@ -451,15 +451,35 @@ ALGORITHM_SEARCHES = {
 SHARED_CLUSTER = json.dumps({**MPI_CLUSTER, "cpu": "300m", "timeout_s": 1500})
 
 
-def tuned_runs(kfp: Kfp, tuned_pipeline: str) -> dict[str, tuple[str, str]]:
-    """Each algorithm's tuned taxi run, all submitted at once: algorithm -> (run id, final state)."""
-    runs = {}
-    for algorithm, spec in ALGORITHM_SEARCHES.items():
-        done, run_id = kfp.submit(f"katib-{algorithm}", "--pipeline", tuned_pipeline, wait=False,
-                                  **{**TUNED_PARAMS, "cluster": SHARED_CLUSTER, "search_spec": json.dumps(spec)})
-        assert done.returncode == 0, done.stdout + done.stderr
-        runs[algorithm] = run_id
-    return {algorithm: (run_id, final_state(kfp, run_id)) for algorithm, run_id in runs.items()}
+# The objective names a metric the trainer never prints (test_a_trial_that_reports_no_objective_metric_...)
+NO_METRIC = "no-metric"
+NO_METRIC_SEARCH = {**SEARCH, "objective": {"type": "maximize", "objectiveMetricName": "val_auc_never_printed"},
+                    "maxTrialCount": 1}
+# A hang guard as long as the runs' own deadline (SHARED_CLUSTER's timeout_s, final_state's): four tuned runs at once
+# took 480 s on a quiet machine and 890 s on CI's slowest, where the suite's 900 s cut it off mid-wait. Both tests
+# carry it: whichever runs first waits for all the runs (katib_runs).
+KATIB_RUNS_TIMEOUT_S = 1800
+
+
+@pytest.fixture(scope="module")
+def katib_runs(kfp, tuned_pipeline) -> tuple[KatibWatch, dict[str, tuple[str, str]]]:
+    """Each algorithm's tuned taxi run and the run whose objective is never printed, all submitted at once (the
+    last ran after the four, 132 s more of the cluster lane): the watch that saw them, and name -> (run id, final
+    state)."""
+    started = time.monotonic()
+    with KatibWatch(kfp) as watch:
+        submitted = {}
+        for name, spec in {**ALGORITHM_SEARCHES, NO_METRIC: NO_METRIC_SEARCH}.items():
+            done, run_id = kfp.submit(f"katib-{name}", "--pipeline", tuned_pipeline, wait=False,
+                                      **{**TUNED_PARAMS, "cluster": SHARED_CLUSTER, "search_spec": json.dumps(spec)})
+            assert done.returncode == 0, done.stdout + done.stderr
+            submitted[name] = run_id
+        runs = {name: (run_id, final_state(kfp, run_id)) for name, run_id in submitted.items()}
+    print(f"tuned taxi pipelines, {len(runs)} Katib experiments at once, on KFP: {time.monotonic() - started:.0f} s")
+    for trial in watch.trials.values():  # every trial's parameters and conditions, in the test log
+        print(trial["metadata"]["name"], assignments(trial), trial_conditions(trial),
+              watch.observations.get(trial["metadata"]["name"], {}).get("val_binary_accuracy"))
+    return watch, runs
 
 
 def check_experiment(kfp: Kfp, watch: KatibWatch, run_id: str, spec: dict) -> dict[str, dict]:
@@ -515,10 +535,8 @@ def trial_conditions(trial: dict) -> dict[str, str]:
     return {c["type"]: c["status"] for c in trial["status"]["conditions"]}
 
 
-# A hang guard as long as the runs' own deadline (SHARED_CLUSTER's timeout_s, final_state's): four tuned runs at once
-# took 480 s on a quiet machine and 890 s on CI's slowest, where the suite's 900 s cut it off mid-wait.
-@pytest.mark.timeout(1800)
-def test_every_katib_algorithm_tunes_the_taxi_pipeline_and_its_best_trial_feeds_train(kfp, tuned_pipeline):
+@pytest.mark.timeout(KATIB_RUNS_TIMEOUT_S)
+def test_every_katib_algorithm_tunes_the_taxi_pipeline_and_its_best_trial_feeds_train(kfp, katib_runs):
     """The tuned taxi pipeline, backend kubernetes, once per suggestion service: each tune step's Experiment is
     reconciled by the real Katib controller, its suggestion service (goptuna's binary; optuna, skopt and hyperband
     from Katib's Python code in our image) proposes the trials, each a Job of our trainer image; the best trial's
@@ -530,15 +548,10 @@ def test_every_katib_algorithm_tunes_the_taxi_pipeline_and_its_best_trial_feeds_
     served = {entry["algorithmName"] for entry in config["runtime"]["suggestions"]}
     assert {*LOCAL_ALGORITHMS, "bayesianoptimization", "hyperband"} <= served, served
     assert [entry["algorithmName"] for entry in config["runtime"]["earlyStoppings"]] == ["medianstop"]
-    started = time.monotonic()
-    with KatibWatch(kfp) as watch:
-        runs = tuned_runs(kfp, tuned_pipeline)
-    print(f"tuned taxi pipelines, {len(runs)} Katib algorithms at once, on KFP: {time.monotonic() - started:.0f} s")
-    for trial in watch.trials.values():  # every trial's parameters and conditions, in the test log
-        print(trial["metadata"]["name"], assignments(trial), trial_conditions(trial),
-              watch.observations.get(trial["metadata"]["name"], {}).get("val_binary_accuracy"))
+    watch, runs = katib_runs
     trials_of = {}
-    for algorithm, (run_id, state) in runs.items():
+    for algorithm in ALGORITHM_SEARCHES:
+        run_id, state = runs[algorithm]
         assert state == "SUCCEEDED", (algorithm, failure_report(kfp, run_id))
         trials_of[algorithm] = check_experiment(kfp, watch, run_id, ALGORITHM_SEARCHES[algorithm])
     for algorithm in ("random", "bayesianoptimization"):
@@ -561,17 +574,14 @@ def test_every_katib_algorithm_tunes_the_taxi_pipeline_and_its_best_trial_feeds_
     assert len(watch.observations[promoted["metadata"]["name"]]["val_binary_accuracy"]) == 2
 
 
-def test_a_trial_that_reports_no_objective_metric_fails_the_experiment_not_hangs_it(kfp, tuned_pipeline):
+@pytest.mark.timeout(KATIB_RUNS_TIMEOUT_S)
+def test_a_trial_that_reports_no_objective_metric_fails_the_experiment_not_hangs_it(kfp, katib_runs):
     """The objective names a metric the trainer never prints: Katib's collector finds none, the trial ends
     MetricsUnavailable (counted as failed), the Experiment fails at maxFailedTrialCount 0, and the tune step fails in
-    one line naming the Experiment and the trial (ingest, validate and transform come from KFP's cache)."""
-    spec = {**SEARCH, "objective": {"type": "maximize", "objectiveMetricName": "val_auc_never_printed"},
-            "maxTrialCount": 1}
-    with KatibWatch(kfp) as watch:
-        done, run_id = kfp.submit("katib-no-metric", "--pipeline", tuned_pipeline, wait=False,
-                                  **{**TUNED_PARAMS, "search_spec": json.dumps(spec)})
-        assert done.returncode == 0, done.stdout + done.stderr
-        state = final_state(kfp, run_id, timeout=900)
+    one line naming the Experiment and the trial (ingest, validate and transform come from KFP's cache; the run
+    went beside the four algorithms' runs)."""
+    watch, runs = katib_runs
+    run_id, state = runs[NO_METRIC]
     log = step_log(kfp, run_id, "tune")
     assert state == "FAILED", log[-3000:]
     failure = [line for line in log.splitlines() if line.startswith("[slipway] tune failed:")]
