@@ -83,7 +83,7 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     # A test that takes the single-node cluster up and down itself runs before the shared cluster starts
     # (it cannot run beside it: one bridge, one set of ports). The kube-apiserver tier first of all: it needs only
-    # the cluster's first build, while `up` waits for the object store's (.ci/test starts the lane between the two).
+    # the cluster's first build (.ci/test runs it first in the foreground lane, the cluster's tiers in a lane beside).
     # KServe's tests last: KServe's controller and Traefik are the background build's last programs, so on a fresh
     # machine their tests waited for them (323 s) while the operators' tests, whose programs were built, could run.
     items.sort(key=lambda item: (item.get_closest_marker("apiserver") is None,
@@ -91,8 +91,8 @@ def pytest_collection_modifyitems(config, items):
                                  item.path.name == "test_kfp_kserve.py"))
 
 
-# The session's kube-apiserver and etcd stop after the last test that uses them, not at the session's end: the tiers
-# after theirs (the single-node cluster's, on the same two cores) would share the CPU with an idle server for an hour.
+# The session's kube-apiserver and etcd stop after the last test that uses them, not at the session's end: the tests
+# after theirs, and the other lanes on the same two cores, would share the CPU with an idle server for most of an hour.
 LAST_APISERVER_TEST = pytest.StashKey[str | None]()
 APISERVER_STOPS = contextlib.ExitStack()
 
